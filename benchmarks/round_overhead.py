@@ -1,0 +1,75 @@
+"""Overhead of one federated round over centralised training on the same samples.
+
+(a) one centralised SGD epoch over the union of the clients' training samples, and
+(b) one FedAvg round over 100 MNIST label-shard clients (local epoch 1, each client from the
+    global model, then aggregation) — exactly ``gflkit.engine.train_round``,
+with the same model (MCLR), batch size and learning rate. Both run through the same local loop
+(``gflkit.training.local_sgd``), so the ratio b/a measures what federation adds: loading rows,
+per-client optimiser set-up, stacking and averaging the K×d state.
+
+Runs a and b alternately ``--repeats`` times and prints medians; the last line is
+``overhead_ratio=<median b / median a>``. Needs MNIST under the data root (GFLKIT_DATA or --data-root).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from gflkit.algorithms import build_algorithm
+from gflkit.engine import train_round
+from gflkit.experiment import RunConfig, build_federation
+from gflkit.seeding import generator
+from gflkit.training import local_sgd
+
+
+def centralised_epoch(fed, repeat: int) -> float:
+    """Seconds for one SGD epoch over all clients' training samples pooled."""
+    train = torch.cat(fed.train_indices)
+    x, y = fed.x[train], fed.y[train]
+    fed.flat.load(fed.initial)
+    start = time.perf_counter()
+    local_sgd(fed.flat, fed.task.loss, x, y, fed.train_config, generator(0, repeat))
+    return time.perf_counter() - start
+
+
+def federated_round(fed, repeat: int) -> float:
+    """Seconds for one FedAvg round over every client."""
+    algorithm = build_algorithm("fedavg")
+    algorithm.setup(fed)
+    start = time.perf_counter()
+    train_round(fed, algorithm, torch.arange(fed.num_clients), repeat + 1)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-root", default=None)
+    parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config = RunConfig(dataset="mnist", num_clients=args.clients, partition_options={"shards_per_client": args.shards},
+                       batch_size=32, lr=0.01)
+    fed = build_federation(config, args.data_root, args.device)
+    samples = sum(len(i) for i in fed.train_indices)
+    print(f"MNIST, {fed.num_clients} clients, {samples} training samples, MCLR (d={fed.dim}), batch 32, "
+          f"device {fed.device}, {torch.get_num_threads()} threads")
+    centralised_epoch(fed, 0), federated_round(fed, 0)  # warm-up
+    a, b = [], []
+    for repeat in range(args.repeats):
+        a.append(centralised_epoch(fed, repeat))
+        b.append(federated_round(fed, repeat))
+    print(f"(a) centralised epoch: median {statistics.median(a):.3f} s  (runs: {', '.join(f'{t:.3f}' for t in a)})")
+    print(f"(b) FedAvg round:      median {statistics.median(b):.3f} s  (runs: {', '.join(f'{t:.3f}' for t in b)})")
+    print(f"overhead_ratio={statistics.median(b) / statistics.median(a):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""The strategy interface every method implements: configure → client step → aggregate.
+
+A method is a small class with
+
+* ``Params``: a dataclass of its hyper-parameters (its published defaults);
+* :meth:`Algorithm.setup`: the server's initial state;
+* :meth:`Algorithm.configure`: the model vector a client starts local training from;
+* :meth:`Algorithm.local_loss`: an optional extra loss term of local training;
+* :meth:`Algorithm.client_update`: the client step (by default one call of the shared local loop);
+* :meth:`Algorithm.aggregate`: the server update from the returned vectors;
+* :meth:`Algorithm.evaluation_models`: which model each client is evaluated with.
+
+State lives in the :class:`~gflkit.federation.Federation` (``models``, ``global_model``) plus whatever
+tensors a method adds; :meth:`state_dict` returns the latter so that checkpoints are complete.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from torch import Tensor
+
+from gflkit.federation import Federation, LocalResult
+from gflkit.training import LocalStep
+
+
+@dataclasses.dataclass(frozen=True)
+class NoParams:
+    """Hyper-parameters of a method that has none."""
+
+
+def make_params(params_type: type, options: dict[str, Any], method: str) -> Any:
+    """Build ``params_type`` from ``options``, rejecting unknown names with the list of valid ones."""
+    valid = {f.name for f in dataclasses.fields(params_type)}
+    unknown = sorted(set(options) - valid)
+    if unknown:
+        raise ValueError(
+            f"unknown option(s) {unknown} for method {method!r}; valid options: {sorted(valid) or 'none'}"
+        )
+    return params_type(**options)
+
+
+class Algorithm:
+    """Base class of federated methods (see the module docstring for the protocol)."""
+
+    name: ClassVar[str] = ""
+    Params: ClassVar[type] = NoParams
+
+    def __init__(self, **options: Any):
+        self.params = make_params(self.Params, options, self.name)
+
+    # --- server state -------------------------------------------------------------------------
+    def setup(self, fed: Federation) -> None:
+        """Initial server state: by default a global model equal to the common initial model."""
+        fed.global_model = fed.initial.clone()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Method-specific state beyond ``fed.models`` / ``fed.global_model`` (for checkpoints)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+
+    # --- one round ------------------------------------------------------------------------------
+    def configure(self, fed: Federation, client: int) -> Tensor:
+        """The vector ``client`` starts local training from: the global model if there is one."""
+        return fed.global_model if fed.global_model is not None else fed.models[client]
+
+    def local_loss(self, fed: Federation, step: LocalStep) -> Tensor | None:
+        """An extra term added to the task loss at every local step (none by default)."""
+        return None
+
+    def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
+        """One client's work in a round: local training from :meth:`configure` with :meth:`local_loss`."""
+        term = None if type(self).local_loss is Algorithm.local_loss else (lambda step: self.local_loss(fed, step))
+        return fed.train(client, round, self.configure(fed, client), term)
+
+    def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
+        """Server update from the sampled ``clients`` and their returned vectors (rows of ``updates``)."""
+        raise NotImplementedError
+
+    def evaluation_models(self, fed: Federation) -> Tensor:
+        """The model each client is evaluated with: ``K × d``, or one shared vector of length ``d``."""
+        return fed.models
+
+
+def weighted_mean(rows: Tensor, weights: Tensor) -> Tensor:
+    r"""Weighted average of rows, :math:`\sum_k p_k x_k` with :math:`p_k = w_k / \sum_j w_j`."""
+    return (weights / weights.sum()) @ rows
+
+
+__all__ = ["Algorithm", "NoParams", "make_params", "weighted_mean"]

@@ -1,0 +1,38 @@
+"""FedProx (Li et al., MLSys 2020)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from gflkit.algorithms.fedavg import FedAvg
+from gflkit.algorithms.terms import squared_distance
+from gflkit.federation import Federation
+from gflkit.training import LocalStep
+
+
+@dataclass(frozen=True)
+class FedProxParams:
+    """``mu``: weight of the proximal term (the FedProx paper sweeps {0.001, 0.01, 0.1, 1}; 0.01 default)."""
+
+    mu: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.mu < 0:
+            raise ValueError(f"fedprox mu must be >= 0, got {self.mu}")
+
+
+class FedProx(FedAvg):
+    r"""FedAvg with a proximal term in every client's local objective:
+
+    .. math:: \min_w\; f_k(w) + \frac{\mu}{2} \lVert w - w^t \rVert_2^2
+
+    where :math:`w^t` is the global model the round started from. Aggregation is FedAvg's.
+    """
+
+    name = "fedprox"
+    Params = FedProxParams
+
+    def local_loss(self, fed: Federation, step: LocalStep) -> Tensor:
+        anchor = fed.flat.parameters_as_views(fed.global_model)
+        return 0.5 * self.params.mu * squared_distance(fed.flat.parameters, anchor)

@@ -1,0 +1,25 @@
+"""Local (a.k.a. Separate): every client trains its own model and nothing is aggregated."""
+from __future__ import annotations
+
+from torch import Tensor
+
+from gflkit.algorithms.base import Algorithm
+from gflkit.federation import Federation
+
+
+class Local(Algorithm):
+    r"""Separate training: :math:`w_k \leftarrow \mathrm{SGD}(w_k; D_k)`, no communication.
+
+    The lower bound of collaboration: each client's personalised model sees only its own data.
+    """
+
+    name = "local"
+
+    def setup(self, fed: Federation) -> None:
+        fed.global_model = None
+
+    def configure(self, fed: Federation, client: int) -> Tensor:
+        return fed.models[client]
+
+    def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
+        fed.models[clients] = updates

@@ -1,0 +1,273 @@
+r"""Client partitioners and per-client train / test splits.
+
+Every partitioner returns index sets only: a list with one sorted ``torch.long`` tensor of sample
+indices per client, pairwise disjoint. The same code therefore serves every dataset (a dataset is one
+pooled tensor; a client is an index set into it). All randomness comes from
+``numpy.random.default_rng(seed)``, so the same arguments always give the same partition.
+
+Schemes:
+
+* :func:`iid` — a uniformly random split into equal sizes.
+* :func:`label_shards` — McMahan et al. (2017), as used by FedSKA and SFL: sort by label, cut into
+  :math:`K q` equal shards, give every client :math:`q` random shards.
+* :func:`dirichlet` — Hsu et al. (2019), as implemented by NIID-Bench and used by pFedGraph / JGESR:
+  per class, client proportions :math:`p \sim \mathrm{Dir}(\alpha \mathbf 1_K)`.
+* :func:`natural` — one client per natural group (LEAF writer, Shakespeare speaking role).
+
+A partition is turned into clients' train and test sets by :func:`train_test_split` (a random
+fraction per client) or :func:`split_by_marker` (the source's own train / test marker).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+SCHEMES = ("iid", "shards", "dirichlet", "natural")
+
+
+@dataclass
+class ClientSplit:
+    """Per-client train and test index sets (``train[k]`` and ``test[k]`` belong to client ``k``)."""
+
+    train: list[Tensor]
+    test: list[Tensor]
+
+    def __post_init__(self) -> None:
+        if len(self.train) != len(self.test):
+            raise ValueError(f"train and test must list the same clients, got {len(self.train)} and {len(self.test)}")
+
+    @property
+    def num_clients(self) -> int:
+        """The number of clients K."""
+        return len(self.train)
+
+    def sizes(self) -> Tensor:
+        """The clients' numbers of training samples, a ``(K,)`` long tensor."""
+        return torch.tensor([len(t) for t in self.train], dtype=torch.long)
+
+
+def _to_index(indices: np.ndarray) -> Tensor:
+    """Sorted indices as a ``torch.long`` tensor."""
+    return torch.as_tensor(np.sort(indices), dtype=torch.long)
+
+
+def _labels_array(labels: Tensor, name: str = "labels") -> np.ndarray:
+    """A 1-D tensor of per-sample ids as a numpy array."""
+    if labels.dim() != 1:
+        raise ValueError(f"{name} must be a 1-D tensor of per-sample ids, got shape {tuple(labels.shape)}")
+    return labels.detach().cpu().numpy()
+
+
+def _check_num_clients(num_clients: int, num_samples: int) -> None:
+    if not 1 <= num_clients <= num_samples:
+        raise ValueError(f"num_clients must lie in [1, {num_samples}] (the number of samples), got {num_clients}")
+
+
+def iid(num_samples: int, num_clients: int, seed: int) -> list[Tensor]:
+    r"""A uniformly random split of ``range(num_samples)`` into ``num_clients`` parts.
+
+    A random permutation is cut into :math:`K` consecutive pieces whose sizes differ by at most one
+    (the first :math:`N \bmod K` clients get :math:`\lceil N/K \rceil` samples).
+    """
+    if num_samples < 1:
+        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    _check_num_clients(num_clients, num_samples)
+    perm = np.random.default_rng(seed).permutation(num_samples)
+    return [_to_index(part) for part in np.array_split(perm, num_clients)]
+
+
+def label_shards(labels: Tensor, num_clients: int, shards_per_client: int, seed: int) -> list[Tensor]:
+    r"""Label shards (McMahan et al., 2017; FedSKA; SFL): every client gets ``q`` shards of sorted labels.
+
+    With :math:`N` samples, :math:`K` clients and :math:`q` shards per client, the shard size is
+    :math:`s = \lfloor N / (K q) \rfloor`. The samples are shuffled, the last :math:`N - K q s`
+    of the shuffle are **dropped** (a uniformly random set of at most :math:`K q - 1` samples), the
+    rest is sorted by label (stably, so ties keep the shuffled order), cut into :math:`K q` consecutive
+    shards of size :math:`s`, and a random permutation of the shards gives client :math:`k` the shards
+    :math:`kq, \dots, kq + q - 1` of it. A shard spans at most two labels, so a client sees at most
+    :math:`2q` labels, and exactly one label per shard when :math:`s` divides every class size.
+    """
+    y = _labels_array(labels)
+    _check_num_clients(num_clients, len(y))
+    if shards_per_client < 1 or num_clients * shards_per_client > len(y):
+        raise ValueError(
+            f"shards_per_client must lie in [1, {len(y) // num_clients}] so that num_clients * shards_per_client "
+            f"<= {len(y)} samples, got {shards_per_client}"
+        )
+    num_shards = num_clients * shards_per_client
+    shard_size = len(y) // num_shards
+    rng = np.random.default_rng(seed)
+    kept = rng.permutation(len(y))[: num_shards * shard_size]
+    ordered = kept[np.argsort(y[kept], kind="stable")]
+    shards = ordered.reshape(num_shards, shard_size)
+    owners = rng.permutation(num_shards).reshape(num_clients, shards_per_client)
+    return [_to_index(shards[row].reshape(-1)) for row in owners]
+
+
+def _dirichlet_once(y: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator) -> list[np.ndarray]:
+    """One draw of the NIID-Bench Dirichlet partition (see :func:`dirichlet`)."""
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+    sizes = np.zeros(num_clients, dtype=np.int64)
+    for c in np.unique(y):
+        members = rng.permutation(np.flatnonzero(y == c))
+        p = rng.dirichlet(np.full(num_clients, alpha))
+        capped = p * (sizes < len(y) / num_clients)
+        p = capped / capped.sum() if capped.sum() > 0 else p / p.sum()
+        cuts = (np.cumsum(p) * len(members)).astype(np.int64)[:-1]
+        for k, piece in enumerate(np.split(members, cuts)):
+            parts[k].append(piece)
+            sizes[k] += len(piece)
+    return [np.concatenate(pieces) for pieces in parts]
+
+
+def dirichlet(
+    labels: Tensor, num_clients: int, alpha: float, seed: int, min_size: int = 10, max_tries: int = 1000
+) -> list[Tensor]:
+    r"""Dirichlet label skew (Hsu et al., 2019) in the NIID-Bench form used by pFedGraph and JGESR.
+
+    For every class :math:`c`, proportions :math:`p \sim \mathrm{Dir}(\alpha \mathbf 1_K)` are drawn;
+    clients that already hold at least :math:`N / K` samples get proportion 0 (renormalised), and the
+    class's shuffled samples are cut at :math:`\lfloor N_c \sum_{j \le k} p_j \rfloor`. Small
+    :math:`\alpha` gives few classes per client, large :math:`\alpha` approaches an IID split. The whole
+    draw is repeated until every client holds at least ``min_size`` samples, at most ``max_tries``
+    times. Every sample is assigned to exactly one client.
+
+    Raises:
+        ValueError: for invalid parameters, or when no draw within ``max_tries`` gives every client
+            ``min_size`` samples (lower ``min_size`` or ``num_clients``, or raise ``alpha``).
+    """
+    y = _labels_array(labels)
+    _check_num_clients(num_clients, len(y))
+    if not alpha > 0:
+        raise ValueError(f"alpha must be > 0 (the Dirichlet concentration), got {alpha}")
+    if not 0 <= min_size * num_clients <= len(y):
+        raise ValueError(f"min_size must lie in [0, {len(y) // num_clients}] (N / num_clients), got {min_size}")
+    if max_tries < 1:
+        raise ValueError(f"max_tries must be >= 1, got {max_tries}")
+    rng = np.random.default_rng(seed)
+    for _ in range(max_tries):
+        parts = _dirichlet_once(y, num_clients, alpha, rng)
+        if min(len(p) for p in parts) >= min_size:
+            return [_to_index(p) for p in parts]
+    raise ValueError(
+        f"no Dirichlet(alpha={alpha}) partition of {len(y)} samples into {num_clients} clients gave every client "
+        f"min_size={min_size} samples in max_tries={max_tries} draws; lower min_size or num_clients, or raise alpha"
+    )
+
+
+def natural(groups: Tensor) -> list[Tensor]:
+    """One client per distinct group id (LEAF writer, speaking role), ordered by increasing group id.
+
+    ``groups[i]`` is the group of sample ``i``; client ``k`` holds the samples of the ``k``-th smallest id.
+    """
+    g = _labels_array(groups, "groups")
+    if len(g) == 0:
+        raise ValueError("groups must hold at least one sample, got an empty tensor")
+    ids, inverse = np.unique(g, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    return [_to_index(part) for part in np.split(order, np.cumsum(np.bincount(inverse))[:-1])]
+
+
+def label_counts(labels: Tensor, parts: list[Tensor], num_classes: int) -> Tensor:
+    """The ``(K, C)`` matrix of per-client label counts: entry ``(k, c) = |{i in parts[k] : labels[i] = c}|``."""
+    if num_classes < 1:
+        raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+    labels = labels.cpu()
+    if len(labels) and not 0 <= int(labels.min()) <= int(labels.max()) < num_classes:
+        raise ValueError(f"labels must lie in [0, {num_classes - 1}] (num_classes={num_classes})")
+    counts = [torch.bincount(labels[part.cpu()].long(), minlength=num_classes) for part in parts]
+    return torch.stack(counts) if counts else torch.zeros(0, num_classes, dtype=torch.long)
+
+
+def _num_test(size: int, test_ratio: float) -> int:
+    """Test size of a client of ``size`` samples: ⌈ρ n⌉ clamped to [1, n-1] (0 for n < 2)."""
+    if size < 2:
+        return 0
+    return min(max(math.ceil(test_ratio * size - 1e-9), 1), size - 1)
+
+
+def train_test_split(parts: list[Tensor], test_ratio: float, seed: int) -> ClientSplit:
+    r"""A random train / test split of every client's samples.
+
+    Client :math:`k` with :math:`n_k \ge 2` samples puts
+    :math:`\min(\max(\lceil \rho\, n_k \rceil, 1), n_k - 1)` random samples into its test set (the
+    rounding of scikit-learn's ``train_test_split``), so it has at least one train and one test
+    sample; a client with one sample keeps it for training. One generator, seeded by ``seed``,
+    serves the clients in order.
+    """
+    if not 0 < test_ratio < 1:
+        raise ValueError(f"test_ratio must lie in (0, 1), got {test_ratio}")
+    rng = np.random.default_rng(seed)
+    train, test = [], []
+    for part in parts:
+        indices = part.cpu().numpy()
+        shuffled = indices[rng.permutation(len(indices))]
+        n_test = _num_test(len(indices), test_ratio)
+        test.append(_to_index(shuffled[:n_test]))
+        train.append(_to_index(shuffled[n_test:]))
+    return ClientSplit(train, test)
+
+
+def split_by_marker(parts: list[Tensor], is_test: Tensor) -> ClientSplit:
+    """Split every client's samples by the source's own marker: sample ``i`` is a test sample iff ``is_test[i]``.
+
+    This keeps LEAF's per-user train / test files. ``is_test`` is a boolean tensor over the whole
+    dataset (the space the indices in ``parts`` refer to).
+    """
+    if is_test.dim() != 1 or is_test.dtype != torch.bool:
+        raise ValueError(
+            f"is_test must be a 1-D boolean tensor, got dtype {is_test.dtype} and shape {tuple(is_test.shape)}"
+        )
+    marker = is_test.cpu()
+    train = [part[~marker[part]].sort().values for part in parts]
+    test = [part[marker[part]].sort().values for part in parts]
+    return ClientSplit(train, test)
+
+
+def _option(options: dict[str, Any], name: str, scheme: str) -> Any:
+    if name not in options:
+        raise ValueError(f"partition scheme {scheme!r} needs the option {name!r}")
+    return options.pop(name)
+
+
+def partition(labels: Tensor, scheme: str, num_clients: int, seed: int, **options: Any) -> list[Tensor]:
+    """Partition the samples with labels ``labels`` by ``scheme``; ``options`` go to the scheme.
+
+    * ``"iid"``: :func:`iid` over ``len(labels)`` samples.
+    * ``"shards"``: :func:`label_shards`, needs ``shards_per_client``.
+    * ``"dirichlet"``: :func:`dirichlet`, needs ``alpha`` (optional ``min_size``, ``max_tries``).
+    * ``"natural"``: :func:`natural`, needs ``groups`` (one id per sample); ``num_clients`` and
+      ``seed`` are ignored, the groups define the clients.
+    """
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown partition scheme {scheme!r}; choose one of {list(SCHEMES)}")
+    options = dict(options)
+    if scheme == "iid":
+        return iid(len(labels), num_clients, seed, **options)
+    if scheme == "shards":
+        return label_shards(labels, num_clients, _option(options, "shards_per_client", scheme), seed, **options)
+    if scheme == "dirichlet":
+        return dirichlet(labels, num_clients, _option(options, "alpha", scheme), seed, **options)
+    groups = _option(options, "groups", scheme)
+    if len(groups) != len(labels):
+        raise ValueError(f"groups must give one id per sample: {len(groups)} ids for {len(labels)} labels")
+    return natural(groups, **options)
+
+
+__all__ = [
+    "ClientSplit",
+    "SCHEMES",
+    "dirichlet",
+    "iid",
+    "label_counts",
+    "label_shards",
+    "natural",
+    "partition",
+    "split_by_marker",
+    "train_test_split",
+]

@@ -1,0 +1,703 @@
+"""Dataset registry: where raw files live, what they must hash to, how to get them, and the tensor cache.
+
+Layout
+------
+Raw files live under a *data root* as ``<root>/<name>/raw/<canonical file names>``, e.g.
+``<root>/mnist/raw/train-images-idx3-ubyte.gz`` or ``<root>/shakespeare/raw/tff/shakespeare_train.h5``.
+The root is the ``root=`` argument, else the environment variable ``GFLKIT_DATA``, else ``./data``.
+The root may be read-only (a shared copy); nothing is ever written into a read-only root.
+
+Every raw file is pinned by its sha256 (:class:`RawFile`); a dataset is a :class:`DatasetSpec` (files,
+canonical source, how to obtain the files, the loader). :func:`load_dataset` makes sure the files are
+present (downloading missing ones when allowed and online), verifies their sha256 *before* they are
+parsed (CIFAR's python archives are pickles: they are only unpickled after the archive matched), converts
+them to tensors once and caches the converted form with :func:`torch.save`.
+
+Converted-tensor cache
+----------------------
+``$GFLKIT_CACHE/<name>/`` if ``GFLKIT_CACHE`` is set, else ``<root>/<name>/processed/`` when the root is
+writable, else ``~/.cache/gflkit/<name>/``. Cached files are named by a hash of the raw files' sha256, the
+loader options and the loader's format version, so a changed raw file never reuses a stale conversion.
+The same folder holds ``sha256-index.json``, a cache of file hashes keyed by path, size, mtime, ctime and
+inode; :func:`load_dataset` (when a converted copy exists) and ``gflkit data list`` may use it, while
+:func:`verify_dataset` (``gflkit data verify``) always hashes every byte. All writes are atomic (temporary
+file in the target folder + :func:`os.replace`).
+
+A folder counts as writable when the process may write to it *and* it has a write permission bit set, so
+a tree made read-only with ``chmod -R a-w`` is respected even by root.
+
+Downloads
+---------
+Only files with a URL can be downloaded (``urllib`` with a timeout, progress with ``tqdm``). A file whose
+canonical distribution is an archive (``RawFile.member``) is obtained by downloading the archive and
+extracting that member; the member's sha256 is checked (and the archive's, when pinned). Downloads go to
+a temporary file beside the target and are only moved into place after the hash matched, so a failed or
+corrupted download leaves nothing behind. Set ``GFLKIT_OFFLINE=1`` to never try the network.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import stat
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator, Mapping, Sequence
+
+import torch
+
+from gflkit.data.dataset import SampleDataset
+
+__all__ = [
+    "ChecksumError", "DataError", "DatasetNotFoundError", "DatasetSpec", "DownloadError", "FileStatus",
+    "RawFile", "UnknownDatasetError", "atomic_write", "cache_dir", "cached_conversion", "data_root",
+    "dataset_names", "download_files", "fetch_dataset", "get_spec", "is_writable", "load_dataset",
+    "register", "registered", "reject_options", "require_files", "sha256_file", "verify_dataset",
+]
+
+DEFAULT_ROOT = Path("data")
+ENV_ROOT = "GFLKIT_DATA"
+ENV_CACHE = "GFLKIT_CACHE"
+ENV_OFFLINE = "GFLKIT_OFFLINE"
+DEFAULT_TIMEOUT = 60.0
+_CHUNK = 1 << 20
+_HASH_INDEX = "sha256-index.json"
+
+
+# ----------------------------------------------------------------------------------------------- errors
+class DataError(Exception):
+    """Base class of the data layer's own errors (each also derives from a builtin error class)."""
+
+
+class DatasetNotFoundError(DataError, FileNotFoundError):
+    """Raw files of a dataset are missing and could not be downloaded; the message says how to fix it."""
+
+    def __str__(self) -> str:  # FileNotFoundError would otherwise format (errno, strerror) tuples
+        return str(self.args[0]) if self.args else ""
+
+
+class ChecksumError(DataError, ValueError):
+    """A file's sha256 differs from the pinned value; the message names file, expected and actual hash."""
+
+    def __init__(self, path: str | Path, expected: str, actual: str, hint: str = "") -> None:
+        self.path, self.expected, self.actual = Path(path), expected, actual
+        message = (f"sha256 mismatch for {path}: expected {expected}, got {actual}. "
+                   + (hint or "The file is corrupted, truncated or a different version: delete it and run "
+                      "`gflkit data fetch <name>` or replace it with the canonical file."))
+        super().__init__(message)
+
+
+class UnknownDatasetError(DataError, KeyError, ValueError):
+    """A dataset name that is not registered; the message lists the known names."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DownloadError(DataError, OSError):
+    """Downloading a file failed (no network, HTTP error, missing archive member)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+# ------------------------------------------------------------------------------------------------ specs
+@dataclass(frozen=True)
+class RawFile:
+    """One raw file of a dataset, pinned by its sha256.
+
+    Attributes:
+        path: POSIX path relative to ``<root>/<name>/raw/`` (the canonical file name).
+        sha256: the pinned sha256 of the file as stored under ``raw/``.
+        size: its size in bytes when known (a cheap first check; None skips it).
+        urls: where to download it (mirrors, tried in order); empty when it cannot be downloaded.
+        member: when ``urls`` serve an archive, the archive member to extract (matched by exact name or
+            by trailing path component); None when the URL serves the file itself.
+        archive_sha256: the pinned sha256 of that archive, when known.
+        group: the dataset variant the file belongs to (e.g. ``"tff"`` / ``"leaf"`` for Shakespeare).
+    """
+
+    path: str
+    sha256: str
+    size: int | None = None
+    urls: tuple[str, ...] = ()
+    member: str | None = None
+    archive_sha256: str | None = None
+    group: str = "default"
+
+    @property
+    def downloadable(self) -> bool:
+        """Whether the file has a download URL."""
+        return bool(self.urls)
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A registered dataset: its raw files, canonical source and loader.
+
+    Attributes:
+        name: registry name (``load_dataset(name)``); also the folder name under the data root.
+        description: one line shown by ``gflkit data list``.
+        source: canonical source URL.
+        files: the raw files the registry expects (exactly these; subsets are pinned as such).
+        loader: ``loader(spec, root, download=..., **options) -> SampleDataset``.
+        obtain: how to obtain the files when they cannot be downloaded (shown in errors).
+        license: licence as commonly stated.
+        embedded: True when the data ship with a dependency and need no files (``digits``).
+        format_version: version of the converted-tensor format (part of the cache key).
+    """
+
+    name: str
+    description: str
+    source: str
+    files: tuple[RawFile, ...] = ()
+    loader: Callable[..., SampleDataset] | None = field(default=None, compare=False, repr=False)
+    obtain: str = ""
+    license: str = ""
+    embedded: bool = False
+    format_version: int = 1
+
+    def raw_dir(self, root: str | Path | None = None) -> Path:
+        """``<root>/<name>/raw``."""
+        return data_root(root) / self.name / "raw"
+
+    def files_in(self, group: str | None = None) -> tuple[RawFile, ...]:
+        """The raw files of one group (variant), or all of them when ``group`` is None."""
+        return self.files if group is None else tuple(f for f in self.files if f.group == group)
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The variants (file groups) in order of first appearance."""
+        return tuple(dict.fromkeys(f.group for f in self.files))
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    """The state of one raw file: ``present``, ``missing`` or ``checksum-bad``."""
+
+    dataset: str
+    relpath: str
+    path: Path
+    state: str
+    expected_sha256: str
+    actual_sha256: str | None = None
+    size: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the file is present with the pinned sha256."""
+        return self.state == "present"
+
+
+_REGISTRY: dict[str, DatasetSpec] = {}
+_BUILTINS_LOADED = False
+
+
+def _ensure_builtins() -> None:
+    global _BUILTINS_LOADED
+    if not _BUILTINS_LOADED:
+        _BUILTINS_LOADED = True
+        import gflkit.data.loaders  # noqa: F401  (registers the built-in datasets)
+
+
+def register(spec: DatasetSpec, *, replace: bool = False) -> DatasetSpec:
+    """Add a dataset to the registry (``replace=True`` to overwrite an existing name); returns it."""
+    if not replace and spec.name in _REGISTRY:
+        raise ValueError(f"dataset {spec.name!r} is already registered (pass replace=True to overwrite)")
+    if spec.loader is None:
+        raise ValueError(f"dataset {spec.name!r} has no loader")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+@contextlib.contextmanager
+def registered(spec: DatasetSpec) -> Iterator[DatasetSpec]:
+    """Temporarily register ``spec`` (e.g. a copy with fixture hashes), restoring the previous entry."""
+    _ensure_builtins()
+    previous = _REGISTRY.get(spec.name)
+    _REGISTRY[spec.name] = spec
+    try:
+        yield spec
+    finally:
+        if previous is None:
+            _REGISTRY.pop(spec.name, None)
+        else:
+            _REGISTRY[spec.name] = previous
+
+
+def dataset_names() -> list[str]:
+    """The registered dataset names, sorted."""
+    _ensure_builtins()
+    return sorted(_REGISTRY)
+
+
+def get_spec(name: str) -> DatasetSpec:
+    """The :class:`DatasetSpec` of a registered dataset; :class:`UnknownDatasetError` lists the known names."""
+    _ensure_builtins()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownDatasetError(f"unknown dataset {name!r}; known datasets: {', '.join(sorted(_REGISTRY))}") from None
+
+
+# --------------------------------------------------------------------------------------- root and cache
+def data_root(root: str | Path | None = None) -> Path:
+    """The data root: ``root`` if given, else ``$GFLKIT_DATA``, else ``./data`` (made absolute, ``~`` expanded)."""
+    chosen = root if root is not None and str(root) != "" else os.environ.get(ENV_ROOT) or DEFAULT_ROOT
+    return Path(chosen).expanduser().absolute()
+
+
+def is_writable(path: str | Path) -> bool:
+    """Whether ``path`` (or, if it does not exist, its nearest existing ancestor) may be written to.
+
+    Requires both :func:`os.access` and a write permission bit, so a ``chmod a-w`` tree counts as
+    read-only even for root.
+    """
+    p = Path(path).absolute()
+    while not p.exists():
+        if p.parent == p:
+            return False
+        p = p.parent
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        return False
+    return p.is_dir() and os.access(p, os.W_OK | os.X_OK) and bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def cache_dir(name: str, root: str | Path | None = None) -> Path:
+    """Writable folder for ``name``'s converted tensors and hash index (not created here).
+
+    ``$GFLKIT_CACHE/<name>`` if set, else ``<root>/<name>/processed`` when the root is writable,
+    else ``~/.cache/gflkit/<name>``.
+    """
+    env = os.environ.get(ENV_CACHE)
+    if env:
+        return Path(env).expanduser().absolute() / name
+    processed = data_root(root) / name / "processed"
+    if is_writable(processed):
+        return processed
+    return Path.home() / ".cache" / "gflkit" / name
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
+    """Write ``path`` atomically: a temporary file in the same folder, renamed over ``path`` on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+# -------------------------------------------------------------------------------------------- hashing
+def sha256_file(path: str | Path, chunk_size: int = _CHUNK) -> str:
+    """The sha256 (hex) of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk_size), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stat_key(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+class _HashIndex:
+    """sha256 of files keyed by absolute path + (size, mtime, ctime, inode), stored in the cache dir."""
+
+    def __init__(self, folder: Path) -> None:
+        self.file = folder / _HASH_INDEX
+        self.entries: dict[str, list] = {}
+        self.dirty = False
+        with contextlib.suppress(OSError, ValueError):
+            loaded = json.loads(self.file.read_text())
+            if isinstance(loaded, dict):
+                self.entries = loaded
+
+    def lookup(self, path: Path) -> str | None:
+        entry = self.entries.get(str(path))
+        if isinstance(entry, list) and len(entry) == 5 and entry[:4] == _stat_key(path):
+            return str(entry[4])
+        return None
+
+    def store(self, path: Path, key: list[int], digest: str) -> None:
+        self.entries[str(path)] = [*key, digest]
+        self.dirty = True
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        try:
+            if is_writable(self.file.parent):
+                with atomic_write(self.file, "w") as handle:
+                    json.dump(self.entries, handle)
+        except OSError:
+            pass  # the index is only an optimisation
+        self.dirty = False
+
+
+def _hash_with_index(path: Path, index: _HashIndex | None, use_index: bool) -> str:
+    if index is not None and use_index:
+        cached = index.lookup(path)
+        if cached is not None:
+            return cached
+    key = _stat_key(path)
+    digest = sha256_file(path)
+    if index is not None and key == _stat_key(path):
+        index.store(path, key, digest)
+    return digest
+
+
+def _file_status(spec: DatasetSpec, raw: RawFile, root: Path, index: _HashIndex | None, full: bool) -> FileStatus:
+    path = spec.raw_dir(root) / raw.path
+    if not path.is_file():
+        return FileStatus(spec.name, raw.path, path, "missing", raw.sha256)
+    size = path.stat().st_size
+    if raw.size is not None and size != raw.size:
+        # a size mismatch is decisive; still hash it so the report shows the actual sha256
+        return FileStatus(spec.name, raw.path, path, "checksum-bad", raw.sha256,
+                          _hash_with_index(path, index, not full), size)
+    actual = _hash_with_index(path, index, not full)
+    state = "present" if actual == raw.sha256 else "checksum-bad"
+    return FileStatus(spec.name, raw.path, path, state, raw.sha256, actual, size)
+
+
+def verify_dataset(name: str, root: str | Path | None = None, *, full: bool = True,
+                   group: str | None = None) -> list[FileStatus]:
+    """The state of every raw file of ``name`` (``present``, ``missing`` or ``checksum-bad``).
+
+    Args:
+        name: a registered dataset name.
+        root: the data root (default: ``$GFLKIT_DATA``, else ``./data``).
+        full: hash every byte of every file (default). ``False`` re-uses a hash cached for an unchanged
+            file (same path, size, mtime, ctime and inode) — fast, used by ``gflkit data list``.
+        group: only the files of one variant (e.g. ``"tff"``), default all.
+
+    Returns:
+        One :class:`FileStatus` per expected file, in the spec's order (empty for embedded datasets).
+    """
+    spec = get_spec(name)
+    root_path = data_root(root)
+    index = _HashIndex(cache_dir(spec.name, root_path))
+    try:
+        return [_file_status(spec, raw, root_path, index, full) for raw in spec.files_in(group)]
+    finally:
+        index.save()
+
+
+# ------------------------------------------------------------------------------------------- download
+def _offline() -> bool:
+    return os.environ.get(ENV_OFFLINE, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _progress(total: int | None, label: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=label, leave=False,
+                disable=not enabled)
+
+
+def _fetch_url(url: str, target: IO[bytes], timeout: float, progress: bool) -> str:
+    """Stream ``url`` into ``target``; returns the sha256 of what was written."""
+    digest = hashlib.sha256()
+    request = urllib.request.Request(url, headers={"User-Agent": "gflkit-data/0.1"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        length = response.headers.get("Content-Length") if hasattr(response, "headers") else None
+        total = int(length) if length and length.isdigit() else None
+        with _progress(total, url.rsplit("/", 1)[-1], progress) as bar:
+            for block in iter(lambda: response.read(_CHUNK), b""):
+                target.write(block)
+                digest.update(block)
+                bar.update(len(block))
+    return digest.hexdigest()
+
+
+def _find_member(names: Sequence[str], member: str) -> str | None:
+    for name in names:
+        if name == member or name.lstrip("./") == member.lstrip("./"):
+            return name
+    for name in names:
+        if name.endswith("/" + member):
+            return name
+    return None
+
+
+def _extract_member(archive: Path, member: str, target: IO[bytes]) -> str:
+    """Copy one archive member (tar.* or zip) into ``target``; returns its sha256."""
+    digest = hashlib.sha256()
+
+    def copy(source: IO[bytes]) -> None:
+        for block in iter(lambda: source.read(_CHUNK), b""):
+            target.write(block)
+            digest.update(block)
+
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            found = _find_member(zf.namelist(), member)
+            if found is None:
+                raise DownloadError(f"archive {archive.name} has no member {member!r}")
+            with zf.open(found) as source:
+                copy(source)
+    else:
+        try:
+            with tarfile.open(archive, "r:*") as tf:
+                members = {m.name: m for m in tf.getmembers() if m.isfile()}
+                found = _find_member(list(members), member)
+                if found is None:
+                    raise DownloadError(f"archive {archive.name} has no member {member!r}")
+                source = tf.extractfile(members[found])
+                assert source is not None
+                copy(source)
+        except tarfile.TarError as exc:
+            raise DownloadError(f"cannot read downloaded archive {archive.name}: {exc}") from exc
+    return digest.hexdigest()
+
+
+def _temp_in(folder: Path, name: str) -> tuple[IO[bytes], Path]:
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
+    return os.fdopen(fd, "wb"), Path(tmp)
+
+
+def _download_source(urls: tuple[str, ...], raws: Sequence[RawFile], raw_dir: Path, *,
+                     timeout: float, progress: bool) -> None:
+    """Download one source (a file, or an archive holding several members) and place the verified files."""
+    errors: list[Exception] = []
+    for url in urls:
+        temps: list[Path] = []
+        try:
+            placed: list[tuple[Path, Path]] = []
+            archive_needed = raws[0].member is not None
+            first_dest = raw_dir / raws[0].path
+            first_dest.parent.mkdir(parents=True, exist_ok=True)
+            handle, download_tmp = _temp_in(first_dest.parent, Path(raws[0].path).name)
+            temps.append(download_tmp)
+            with handle:
+                downloaded_sha = _fetch_url(url, handle, timeout, progress)
+            if not archive_needed:
+                raw = raws[0]
+                if downloaded_sha != raw.sha256:
+                    raise ChecksumError(url, raw.sha256, downloaded_sha,
+                                        "The downloaded file does not match the pinned sha256; nothing was kept.")
+                placed.append((download_tmp, first_dest))
+            else:
+                pinned = raws[0].archive_sha256
+                if pinned and downloaded_sha != pinned:
+                    raise ChecksumError(url, pinned, downloaded_sha,
+                                        "The downloaded archive does not match the pinned sha256; nothing was kept.")
+                for raw in raws:
+                    dest = raw_dir / raw.path
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    out, member_tmp = _temp_in(dest.parent, Path(raw.path).name)
+                    temps.append(member_tmp)
+                    with out:
+                        member_sha = _extract_member(download_tmp, raw.member or raw.path, out)
+                    if member_sha != raw.sha256:
+                        raise ChecksumError(f"{url}!{raw.member}", raw.sha256, member_sha,
+                                            "The extracted member does not match the pinned sha256; nothing was kept.")
+                    placed.append((member_tmp, dest))
+            for tmp, dest in placed:  # every hash matched: move into place
+                os.replace(tmp, dest)
+                temps.remove(tmp)
+            return
+        except (urllib.error.URLError, OSError, ValueError, EOFError) as exc:
+            errors.append(exc)
+        finally:
+            for tmp in temps:
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+    checksum_errors = [e for e in errors if isinstance(e, ChecksumError)]
+    if checksum_errors:
+        raise checksum_errors[-1]
+    reasons = "; ".join(f"{type(e).__name__}: {e}" for e in errors)
+    raise DownloadError(f"could not download {', '.join(r.path for r in raws)} from {', '.join(urls)} ({reasons})")
+
+
+def download_files(spec: DatasetSpec, raws: Sequence[RawFile], root: str | Path | None = None, *,
+                   timeout: float = DEFAULT_TIMEOUT, progress: bool = True) -> None:
+    """Download the given raw files of ``spec`` into ``<root>/<name>/raw`` and verify their sha256.
+
+    Files sharing the same URLs (members of one archive) are fetched with one download.
+    Raises :class:`DownloadError` (network, read-only root, no URL) or :class:`ChecksumError`; in both
+    cases nothing is left under the data root.
+    """
+    raw_dir = spec.raw_dir(root)
+    if _offline():
+        raise DownloadError(f"downloads are disabled ({ENV_OFFLINE} is set)")
+    if not is_writable(raw_dir):
+        raise DownloadError(f"the data root {data_root(root)} is read-only, so nothing can be downloaded into it; "
+                            f"choose a writable root (GFLKIT_DATA=..., root=..., --root ...)")
+    no_url = [r.path for r in raws if not r.urls]
+    if no_url:
+        raise DownloadError(f"no download URL for {', '.join(no_url)}: {spec.obtain or spec.source}")
+    by_source: dict[tuple[str, ...], list[RawFile]] = {}
+    for raw in raws:
+        by_source.setdefault(raw.urls, []).append(raw)
+    for urls, group in by_source.items():
+        _download_source(urls, group, raw_dir, timeout=timeout, progress=progress)
+
+
+def _not_found_message(spec: DatasetSpec, root: Path, missing: Sequence[RawFile], reason: str = "") -> str:
+    names = ", ".join(f"'{r.path}'" for r in missing[:4])
+    if len(missing) > 4:
+        names += f" and {len(missing) - 4} more of {len(spec.files)} expected"
+    head = (f"dataset '{spec.name}': raw file{'s' if len(missing) > 1 else ''} {names} not found under data "
+            f"root '{root}' (looked in {spec.raw_dir(root)}).")
+    example = f"{spec.name}/raw/{missing[0].path}"
+    fixes = [f"set GFLKIT_DATA to a folder holding {example}", "pass root=... (CLI: --root ...)"]
+    if all(r.downloadable for r in missing):
+        fixes.append(f"or connect to the internet and run `gflkit data fetch {spec.name}` (downloads are verified "
+                     f"against the pinned sha256)")
+        obtain = ""
+    else:
+        fixes[-1] = "or " + fixes[-1]
+        obtain = f" These files cannot be downloaded from a single URL: {spec.obtain}" if spec.obtain else ""
+    message = f"{head} Fix: {', '.join(fixes)}; source: {spec.source}.{obtain}"
+    if reason:
+        message += f" (Download attempt: {reason})"
+    return message
+
+
+def require_files(spec: DatasetSpec, root: str | Path | None = None, *, download: bool = True,
+                  group: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Path]:
+    """Make sure the raw files of ``spec`` (optionally one variant) exist; returns ``{relpath: path}``.
+
+    Missing files are downloaded when ``download`` is True, they have a URL and the network answers;
+    otherwise ONE :class:`DatasetNotFoundError` names the dataset, the missing files, the root and the fix.
+    Presence only: hashes are checked by :func:`cached_conversion` before anything is parsed.
+    """
+    root_path = data_root(root)
+    raws = spec.files_in(group)
+    raw_dir = spec.raw_dir(root_path)
+    missing = [r for r in raws if not (raw_dir / r.path).is_file()]
+    if missing:
+        reason = ""
+        if download and all(r.downloadable for r in missing):
+            try:
+                download_files(spec, missing, root_path, timeout=timeout)
+            except DownloadError as exc:
+                reason = str(exc)
+            missing = [r for r in missing if not (raw_dir / r.path).is_file()]
+        if missing:
+            raise DatasetNotFoundError(_not_found_message(spec, root_path, missing, reason))
+    return {r.path: raw_dir / r.path for r in raws}
+
+
+def _check_hashes(spec: DatasetSpec, raws: Sequence[RawFile], root: Path, *, full: bool) -> None:
+    index = _HashIndex(cache_dir(spec.name, root))
+    try:
+        for raw in raws:
+            status = _file_status(spec, raw, root, index, full)
+            if status.state == "missing":
+                raise DatasetNotFoundError(_not_found_message(spec, root, [raw]))
+            if status.state == "checksum-bad":
+                raise ChecksumError(status.path, raw.sha256, status.actual_sha256 or "?",
+                                    f"Delete or replace it: run `gflkit data fetch {spec.name}` when online, or "
+                                    f"copy the canonical file (source: {spec.source}); `gflkit data verify "
+                                    f"{spec.name}` lists every bad file.")
+    finally:
+        index.save()
+
+
+def cached_conversion(spec: DatasetSpec, root: str | Path | None, raws: Sequence[RawFile],
+                      convert: Callable[[dict[str, Path]], dict[str, Any]], *, variant: str = "",
+                      options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Verify ``raws`` and return their converted form, converting (``convert``) only on a cache miss.
+
+    The converted dict (tensors, ints, strings, lists) is saved with :func:`torch.save` under
+    :func:`cache_dir`, named by a hash of the raw files' sha256, ``variant``, ``options`` and
+    ``spec.format_version``, and read back with ``weights_only=True``. Before conversion every raw file
+    is hashed fully (so pickles are only opened after they matched); on a cache hit the hash index may
+    vouch for unchanged files.
+    """
+    root_path = data_root(root)
+    options = dict(options or {})
+    key_source = json.dumps({"name": spec.name, "variant": variant, "version": spec.format_version,
+                             "files": sorted((r.path, r.sha256) for r in raws), "options": options},
+                            sort_keys=True, default=str)
+    key = hashlib.sha256(key_source.encode()).hexdigest()[:20]
+    folder = cache_dir(spec.name, root_path)
+    cached = folder / f"{spec.name}{'-' + variant if variant else ''}-{key}.pt"
+    if cached.is_file():
+        _check_hashes(spec, raws, root_path, full=False)
+        try:
+            return torch.load(cached, map_location="cpu", weights_only=True)
+        except Exception as exc:  # a damaged cache file is rebuilt, never trusted
+            warnings.warn(f"ignoring unreadable cache file {cached}: {exc}", RuntimeWarning, stacklevel=2)
+    _check_hashes(spec, raws, root_path, full=True)
+    converted = convert({r.path: spec.raw_dir(root_path) / r.path for r in raws})
+    try:
+        if is_writable(folder):
+            with atomic_write(cached) as handle:
+                torch.save(converted, handle)
+        else:
+            warnings.warn(f"cache folder {folder} is not writable; converted tensors are not cached "
+                          f"(set {ENV_CACHE} to a writable folder)", RuntimeWarning, stacklevel=2)
+    except OSError as exc:
+        warnings.warn(f"could not cache converted tensors in {folder}: {exc}", RuntimeWarning, stacklevel=2)
+    return converted
+
+
+# --------------------------------------------------------------------------------------- entry points
+def fetch_dataset(name: str, root: str | Path | None = None, *, timeout: float = DEFAULT_TIMEOUT,
+                  progress: bool = True) -> list[FileStatus]:
+    """Download the missing (downloadable) raw files of ``name`` and verify every file fully.
+
+    Raises :class:`DownloadError` / :class:`ChecksumError` when a download fails; files that cannot be
+    downloaded (LEAF json) stay missing and show up as such in the returned statuses.
+    """
+    spec = get_spec(name)
+    root_path = data_root(root)
+    raw_dir = spec.raw_dir(root_path)
+    missing = [r for r in spec.files if r.downloadable and not (raw_dir / r.path).is_file()]
+    if missing:
+        download_files(spec, missing, root_path, timeout=timeout, progress=progress)
+    return verify_dataset(name, root_path, full=True)
+
+
+def load_dataset(name: str, root: str | Path | None = None, download: bool = True, **options: Any) -> SampleDataset:
+    """Load a registered dataset as a :class:`SampleDataset` (official train + test pooled, ``is_test`` marks test).
+
+    Args:
+        name: one of :func:`dataset_names` (``mnist``, ``cifar10``, ``cifar100``, ``femnist``,
+            ``shakespeare``, ``digits``).
+        root: data root holding ``<name>/raw/...``; default ``$GFLKIT_DATA``, else ``./data``.
+        download: download missing files when they have a URL and the network is reachable.
+        **options: loader options (e.g. ``source="leaf"`` and ``stride=...`` for ``shakespeare``).
+
+    Raises:
+        UnknownDatasetError: ``name`` is not registered (the message lists the known names).
+        DatasetNotFoundError: raw files are missing and could not be downloaded.
+        ChecksumError: a raw file does not match its pinned sha256.
+        TypeError: an option the loader does not know.
+    """
+    spec = get_spec(name)
+    assert spec.loader is not None
+    return spec.loader(spec, data_root(root), download=download, **options)
+
+
+def reject_options(spec: DatasetSpec, options: Mapping[str, Any], allowed: Sequence[str] = ()) -> None:
+    """Raise :class:`TypeError` naming any option a loader does not accept."""
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        accepted = ", ".join(allowed) if allowed else "none"
+        raise TypeError(f"dataset {spec.name!r} got unknown option(s) {unknown}; accepted options: {accepted}")
+

@@ -1,0 +1,191 @@
+"""Experiments as data: a :class:`RunConfig` fully describes a run; :func:`run` executes or re-uses it.
+
+``RunConfig`` → load the dataset → partition it into clients → split each client 80/20 (or by the
+source's own marker) → build the model, the federation and the method → :func:`~gflkit.engine.run_rounds`.
+With a :class:`~gflkit.results.ResultStore`, a finished run is read back instead of recomputed and an
+interrupted one resumes from its checkpoint.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from gflkit.algorithms import ALGORITHMS, build_algorithm
+from gflkit.data import SampleDataset, dataset_names, load_dataset
+from gflkit.data.partition import SCHEMES, ClientSplit, partition, split_by_marker, train_test_split
+from gflkit.engine import Schedule, run_rounds
+from gflkit.federation import Federation
+from gflkit.models import MODELS, build_model
+from gflkit.results import ResultStore
+from gflkit.seeding import MODEL_INIT, derive_seed
+from gflkit.tasks import TASKS, build_task
+from gflkit.training import TrainConfig
+
+POOLS = ("all", "train")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines a run's numbers (besides the device).
+
+    Attributes:
+        dataset: a registered dataset name (``gflkit data list``).
+        num_clients: number of clients K (ignored by the ``natural`` partition, which has one per user).
+        partition: ``iid``, ``shards`` (label shards, option ``shards_per_client``), ``dirichlet``
+            (option ``alpha``) or ``natural`` (LEAF users).
+        pool: which source samples are partitioned: ``all`` (official train + test pooled, as FedSKA
+            does before its per-client 80/20 split) or ``train``.
+        max_samples: optional random subsample of the pool (reduced profiles); None keeps everything.
+        test_ratio: per-client test fraction; None uses the source's own per-user split (LEAF).
+        model, method: registered names, with their options.
+        rounds, clients_per_round, eval_every: the schedule.
+        local_epochs, batch_size, lr, momentum, weight_decay: local SGD.
+        seed: seeds partitioning, initialisation, sampling and minibatch order.
+    """
+
+    dataset: str
+    num_clients: int
+    method: str = "fedavg"
+    method_options: dict[str, Any] = field(default_factory=dict)
+    model: str = "mclr"
+    model_options: dict[str, Any] = field(default_factory=dict)
+    partition: str = "shards"
+    partition_options: dict[str, Any] = field(default_factory=dict)
+    pool: str = "all"
+    max_samples: int | None = None
+    test_ratio: float | None = 0.2
+    rounds: int = 10
+    clients_per_round: int | None = None
+    eval_every: int = 1
+    local_epochs: int = 1
+    batch_size: int = 32
+    lr: float = 0.01
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    task: str = "classification"
+    data_options: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        choices = {
+            "dataset": (self.dataset, dataset_names()),
+            "method": (self.method, sorted(ALGORITHMS)),
+            "model": (self.model, sorted(MODELS)),
+            "partition": (self.partition, list(SCHEMES)),
+            "pool": (self.pool, POOLS),
+            "task": (self.task, sorted(TASKS)),
+        }
+        for what, (value, valid) in choices.items():
+            if value not in valid:
+                raise ValueError(f"unknown {what} {value!r}; choose one of {list(valid)}")
+        if self.rounds < 1:
+            raise ValueError(f"rounds must be a positive number of communication rounds, got {self.rounds}")
+        if self.num_clients < 1:
+            raise ValueError(f"num_clients must be >= 1, got {self.num_clients}")
+        if self.test_ratio is not None and not 0 < self.test_ratio < 1:
+            raise ValueError(f"test_ratio must lie in (0, 1) or be None, got {self.test_ratio}")
+        if self.max_samples is not None and self.max_samples < self.num_clients:
+            raise ValueError(f"max_samples ({self.max_samples}) must be at least num_clients ({self.num_clients})")
+        build_algorithm(self.method, **self.method_options)  # rejects unknown or invalid method options
+        self.train_config()
+        self.schedule()
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The configuration as plain JSON-serialisable data."""
+        return dataclasses.asdict(self)
+
+    def train_config(self) -> TrainConfig:
+        """Local-training hyper-parameters."""
+        return TrainConfig(self.local_epochs, self.batch_size, self.lr, self.momentum, self.weight_decay)
+
+    def schedule(self, checkpoint_every: int = 0) -> Schedule:
+        """The round schedule."""
+        return Schedule(self.rounds, self.clients_per_round, self.eval_every, checkpoint_every)
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` picks CUDA when available, else CPU; anything else is passed to ``torch.device``."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_dataset(name: str, root: str | None, options: tuple) -> SampleDataset:
+    return load_dataset(name, root=root, **dict(options))
+
+
+def pool_indices(data: SampleDataset, config: RunConfig) -> torch.Tensor:
+    """The sample indices a config partitions: the chosen pool, optionally subsampled (seeded)."""
+    indices = torch.arange(len(data)) if config.pool == "all" else torch.nonzero(~data.is_test).flatten()
+    if config.max_samples is not None and config.max_samples < len(indices):
+        gen = torch.Generator().manual_seed(derive_seed(config.seed, 0))
+        indices = indices[torch.randperm(len(indices), generator=gen)[: config.max_samples]].sort().values
+    return indices
+
+
+def client_split(data: SampleDataset, config: RunConfig) -> ClientSplit:
+    """Partition the pool into clients and split each into train / test indices (into ``data``)."""
+    pool = pool_indices(data, config)
+    groups = data.user[pool] if config.partition == "natural" else None
+    if config.partition == "natural" and groups is None:
+        raise ValueError(f"dataset {config.dataset!r} has no natural users; use iid, shards or dirichlet")
+    kwargs = {"groups": groups} if groups is not None else {}
+    parts = partition(data.y[pool], config.partition, config.num_clients, config.seed, **config.partition_options, **kwargs)
+    parts = [pool[p] for p in parts]
+    if config.test_ratio is None:
+        return split_by_marker(parts, data.is_test)
+    return train_test_split(parts, config.test_ratio, derive_seed(config.seed, 1))
+
+
+def build_federation(
+    config: RunConfig, data_root: str | Path | None = None, device: str | torch.device = "auto"
+) -> Federation:
+    """Data, clients, model and state of the run ``config`` (nothing trained yet)."""
+    data = _cached_dataset(config.dataset, None if data_root is None else str(data_root), tuple(sorted(config.data_options.items())))
+    split = client_split(data, config)
+    torch.manual_seed(derive_seed(config.seed, MODEL_INIT))
+    model = build_model(config.model, data.input_shape, data.num_classes, **config.model_options)
+    return Federation(
+        data.x, data.y, split.train, split.test, model, build_task(config.task),
+        config.train_config(), seed=config.seed, device=resolve_device(device),
+    )
+
+
+def run(
+    config: RunConfig,
+    data_root: str | Path | None = None,
+    store: ResultStore | None = None,
+    device: str | torch.device = "auto",
+    checkpoint_every: int = 5,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Run ``config`` (or read it back from ``store``) and return its records.
+
+    The records are the engine's per-round, per-client rows plus the columns ``method`` and ``seed``.
+    With a store, the run checkpoints every ``checkpoint_every`` rounds and resumes after a kill.
+    """
+    resolved = resolve_device(device)
+    stored = {**config.to_dict(), "device": resolved.type}
+    records = store.load(stored) if store is not None else None
+    if records is None:
+        fed = build_federation(config, data_root, resolved)
+        checkpoint = store.checkpoint(stored) if store is not None else None
+        records = run_rounds(
+            fed, build_algorithm(config.method, **config.method_options),
+            config.schedule(checkpoint_every if store is not None else 0), checkpoint, progress,
+            description=f"{config.method} seed={config.seed}",
+        )
+        if store is not None:
+            store.save(stored, records)
+    return records.assign(method=config.method, seed=config.seed)

@@ -1,0 +1,176 @@
+r"""Per-client metrics and their summaries over clients, rounds and seeds.
+
+A run's records are tidy: one row per (evaluated round, client) with at least the columns ``round``,
+``client``, ``num_samples`` (the client's test samples) and metric columns such as ``accuracy`` (in %)
+and ``loss``, plus configuration columns (``method``, ``seed``, ``q``, ...).
+
+Summaries over the :math:`K` clients' values :math:`v_1, \dots, v_K` with sample counts
+:math:`n_1, \dots, n_K`:
+
+* ``mean`` :math:`= \frac1K \sum_k v_k` (unweighted, as FedSKA's tables),
+* ``weighted_mean`` :math:`= \sum_k n_k v_k / \sum_k n_k` (as FedSKA's code),
+* ``best5`` / ``worst5``: the mean of the :math:`m = \lceil 0.05 K \rceil` largest / smallest values
+  (FedSKA's "best 5 %" and "worst 5 %" of clients),
+* ``std`` :math:`= \sqrt{\frac1K \sum_k (v_k - \bar v)^2}` (population standard deviation over clients).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+from torch import Tensor
+
+SUMMARY_COLUMNS = ("mean", "weighted_mean", "best5", "worst5", "std")
+
+
+def accuracy(logits: Tensor, targets: Tensor) -> float:
+    r"""Top-1 accuracy in percent: :math:`100 \cdot \frac1n \sum_i [\arg\max_c z_{ic} = y_i]`.
+
+    Args:
+        logits: ``(n, C)`` scores.
+        targets: ``(n,)`` class indices.
+    """
+    if logits.dim() != 2:
+        raise ValueError(f"logits must have shape (n, C), got {tuple(logits.shape)}")
+    if targets.shape != logits.shape[:1]:
+        raise ValueError(f"targets must have shape ({logits.shape[0]},) to match logits, got {tuple(targets.shape)}")
+    if len(targets) == 0:
+        raise ValueError("logits and targets must hold at least one sample, got n = 0")
+    return 100.0 * float((logits.argmax(dim=1) == targets).double().mean())
+
+
+def _values(values: Any, name: str = "values") -> np.ndarray:
+    """Per-client values (list, numpy array, tensor, pandas Series) as a finite 1-D float64 array."""
+    if isinstance(values, Tensor):
+        values = values.detach().cpu().numpy()
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1 or len(array) == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D sequence of per-client numbers, got shape {array.shape}")
+    if not np.isfinite(array).all():
+        raise ValueError(f"{name} must be finite, got {int((~np.isfinite(array)).sum())} NaN or infinite entries")
+    return array
+
+
+def _fraction_count(num_clients: int, fraction: float) -> int:
+    r""":math:`\lceil \text{fraction} \cdot K \rceil` (robust to float round-off such as 0.05 · 60)."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must lie in (0, 1], got {fraction}")
+    return math.ceil(round(fraction * num_clients, 9))
+
+
+def best_fraction(values: Any, fraction: float = 0.05) -> float:
+    r"""Mean of the :math:`\lceil \text{fraction} \cdot K \rceil` largest of the K per-client values.
+
+    With the default 5 %, 20 clients give the single best client and 40 clients the mean of the top 2.
+    """
+    v = _values(values)
+    return float(np.sort(v)[::-1][: _fraction_count(len(v), fraction)].mean())
+
+
+def worst_fraction(values: Any, fraction: float = 0.05) -> float:
+    r"""Mean of the :math:`\lceil \text{fraction} \cdot K \rceil` smallest of the K per-client values."""
+    v = _values(values)
+    return float(np.sort(v)[: _fraction_count(len(v), fraction)].mean())
+
+
+def summarize_clients(values: Any, num_samples: Any = None, fraction: float = 0.05) -> dict[str, float]:
+    r"""Summary of one set of per-client values (see the module docstring for the definitions).
+
+    Args:
+        values: the K clients' values (list, numpy array, tensor or pandas Series).
+        num_samples: the clients' sample counts :math:`n_k \ge 0` for ``weighted_mean``; None weighs
+            all clients equally. When all counts are 0, ``weighted_mean`` falls back to ``mean``.
+        fraction: the share of clients in ``best5`` / ``worst5``.
+
+    Returns:
+        ``{"mean", "weighted_mean", "best5", "worst5", "std", "num_clients"}``.
+    """
+    v = _values(values)
+    weights = np.ones_like(v) if num_samples is None else _values(num_samples, "num_samples")
+    if weights.shape != v.shape:
+        raise ValueError(f"num_samples must give one count per client: {len(weights)} counts for {len(v)} values")
+    if (weights < 0).any():
+        raise ValueError("num_samples must be non-negative")
+    mean = float(v.mean())
+    return {
+        "mean": mean,
+        "weighted_mean": float(np.average(v, weights=weights)) if weights.sum() > 0 else mean,
+        "best5": best_fraction(v, fraction),
+        "worst5": worst_fraction(v, fraction),
+        "std": float(v.std()),
+        "num_clients": len(v),
+    }
+
+
+def _require_columns(records: pd.DataFrame, columns: Sequence[str]) -> None:
+    missing = [c for c in columns if c not in records.columns]
+    if missing:
+        raise ValueError(f"records lack the columns {missing}; they have {list(records.columns)}")
+
+
+def summarize_records(
+    records: pd.DataFrame, value: str = "accuracy", by: Sequence[str] = ("round",), fraction: float = 0.05
+) -> pd.DataFrame:
+    """One :func:`summarize_clients` row per group of ``records``.
+
+    Rows are grouped by the columns ``by`` (sorted by them; NaN keys kept as their own group); within a
+    group, every row is one client's ``value``, weighted by ``num_samples`` when that column exists.
+    Group the rows of one run and one round together, e.g. ``by=["method", "seed", "round"]``.
+
+    Returns:
+        The ``by`` columns followed by ``mean``, ``weighted_mean``, ``best5``, ``worst5``, ``std`` and
+        ``num_clients``; one row per group.
+    """
+    by = list(by)
+    _require_columns(records, [value, *by])
+    weighted = "num_samples" in records.columns
+    rows = []
+    for keys, group in records.groupby(by, sort=True, dropna=False):
+        counts = group["num_samples"] if weighted else None
+        rows.append({**dict(zip(by, keys)), **summarize_clients(group[value], counts, fraction)})
+    return pd.DataFrame(rows, columns=[*by, *SUMMARY_COLUMNS, "num_clients"])
+
+
+def final_summary(
+    records: pd.DataFrame,
+    value: str = "accuracy",
+    by: Sequence[str] = ("method",),
+    seed_col: str = "seed",
+    fraction: float = 0.05,
+) -> pd.DataFrame:
+    r"""The table of a grid of runs: the summary at each run's last round, averaged over seeds.
+
+    1. A run is a group of rows with equal ``by`` and ``seed_col`` values. Only the rows of its last
+       evaluated round (its largest ``round``) are kept.
+    2. Those rows are summarised over clients (:func:`summarize_records`), giving one summary per run.
+    3. Per ``by`` group, every summary column ``s`` becomes the mean over seeds (column ``s``) and the
+       sample standard deviation over seeds (column ``s_std``, ddof = 1; NaN for a single seed).
+
+    Returns:
+        The ``by`` columns, then ``mean``, ``mean_std``, ``weighted_mean``, ``weighted_mean_std``,
+        ``best5``, ``best5_std``, ``worst5``, ``worst5_std``, ``std``, ``std_std`` and ``num_seeds``;
+        one row per ``by`` group, sorted by it.
+    """
+    by = list(by)
+    _require_columns(records, [value, "round", seed_col, *by])
+    runs = [*by, seed_col]
+    last_round = records.groupby(runs, dropna=False)["round"].transform("max")
+    per_run = summarize_records(records[records["round"] == last_round], value, runs, fraction)
+    grouped = per_run.groupby(by, sort=True, dropna=False)[list(SUMMARY_COLUMNS)]
+    table = pd.concat([grouped.mean(), grouped.std(ddof=1).add_suffix("_std")], axis=1)
+    table = table[[f"{c}{suffix}" for c in SUMMARY_COLUMNS for suffix in ("", "_std")]]
+    table["num_seeds"] = per_run.groupby(by, sort=True, dropna=False)[seed_col].nunique()
+    return table.reset_index()
+
+
+__all__ = [
+    "SUMMARY_COLUMNS",
+    "accuracy",
+    "best_fraction",
+    "final_summary",
+    "summarize_clients",
+    "summarize_records",
+    "worst_fraction",
+]

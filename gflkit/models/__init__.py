@@ -1,0 +1,24 @@
+"""Client models. Every model is a :class:`FeatureModel`: ``forward(x) = head(features(x))``."""
+from __future__ import annotations
+
+from typing import Any
+
+from gflkit.models.base import FeatureModel
+from gflkit.models.cnn import McMahanCNN, SimpleCNN
+from gflkit.models.mclr import MCLR
+
+MODELS: dict[str, type[FeatureModel]] = {
+    "mclr": MCLR,
+    "mcmahan_cnn": McMahanCNN,
+    "simple_cnn": SimpleCNN,
+}
+
+
+def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, **options: Any) -> FeatureModel:
+    """Instantiate the registered model ``name`` for inputs of ``input_shape`` and ``num_classes`` classes."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
+    return MODELS[name](tuple(input_shape), num_classes, **options)
+
+
+__all__ = ["FeatureModel", "MCLR", "McMahanCNN", "SimpleCNN", "MODELS", "build_model"]

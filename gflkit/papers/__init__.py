@@ -1,0 +1,76 @@
+"""The papers' reported numbers, stored as data, and the paper-vs-measured comparison.
+
+Each paper has a CSV file beside this module (``fedska.csv``, ...) with one reported number per row:
+``table, dataset, setting, method, metric, value, std``. Numbers are transcribed from the paper's text
+(``../shared/papers``); they are shown next to measured ones and never used to produce them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+HERE = Path(__file__).parent
+
+
+def available_papers() -> list[str]:
+    """Papers with reported numbers stored here."""
+    return sorted(p.stem for p in HERE.glob("*.csv"))
+
+
+def reported(paper: str, table: str | None = None) -> pd.DataFrame:
+    """The numbers ``paper`` reports (optionally one ``table`` of it), as a tidy DataFrame."""
+    path = HERE / f"{paper}.csv"
+    if not path.exists():
+        raise ValueError(f"no reported numbers for paper {paper!r}; available: {available_papers()}")
+    numbers = pd.read_csv(path)
+    if table is not None:
+        numbers = numbers[numbers["table"] == table]
+        if numbers.empty:
+            raise ValueError(f"paper {paper!r} has no table {table!r}")
+    return numbers.reset_index(drop=True)
+
+
+def paper_vs_measured(
+    measured: pd.DataFrame,
+    paper: pd.DataFrame,
+    on: Sequence[str],
+    measured_col: str = "value",
+    paper_col: str = "value",
+) -> pd.DataFrame:
+    """Measured numbers beside the paper's: columns ``*on, measured, paper, difference``.
+
+    ``difference = measured − paper``. Every measured row is kept (the paper column is NaN where the
+    paper reports nothing); paper rows without a measured counterpart are dropped.
+    """
+    left = measured[list(on) + [measured_col]].rename(columns={measured_col: "measured"})
+    right = paper[list(on) + [paper_col]].rename(columns={paper_col: "paper"})
+    table = left.merge(right, on=list(on), how="left")
+    table["difference"] = table["measured"] - table["paper"]
+    return table
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A qualitative statement of a paper and whether our measurements support it."""
+
+    statement: str
+    reproduced: bool
+    evidence: str
+    profile: str
+
+    def as_row(self) -> dict[str, str]:
+        """A row of the claims table."""
+        return {
+            "claim": self.statement,
+            "verdict": "reproduced" if self.reproduced else "not reproduced",
+            "evidence": self.evidence,
+            "profile": self.profile,
+        }
+
+
+def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:
+    """The claims as a table with columns ``claim, verdict, evidence, profile``."""
+    return pd.DataFrame([c.as_row() for c in claims], columns=["claim", "verdict", "evidence", "profile"])

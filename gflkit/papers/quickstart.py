@@ -1,0 +1,38 @@
+"""Profiles of the quickstart notebook: Local vs FedAvg vs FedProx on label shards.
+
+The paper numbers it is compared with are FedSKA's Table 1 (MNIST, 100 clients, MCLR), whose
+Separate/FedAvg/FedProx columns are exactly these three methods.
+"""
+from __future__ import annotations
+
+from gflkit.profiles import Profile
+
+METHODS = ("local", "fedavg", "fedprox")
+SHARDS = (2, 5, 10)
+
+PROFILES = {
+    # digits ships inside scikit-learn: no files, no network, about a minute on a laptop.
+    "smoke": Profile(
+        "smoke",
+        base=dict(dataset="digits", num_clients=20, model="mclr", partition="shards", rounds=15,
+                  batch_size=16, lr=0.05, eval_every=1),
+        seeds=(0,),
+        sweep={"methods": METHODS, "shards": SHARDS},
+    ),
+    # Real MNIST with the paper's 100 clients, fewer rounds and one seed: minutes on 2 CPU cores.
+    "ci": Profile(
+        "ci",
+        base=dict(dataset="mnist", num_clients=100, model="mclr", partition="shards", rounds=10,
+                  batch_size=32, lr=0.01, eval_every=1),
+        seeds=(0,),
+        sweep={"methods": METHODS, "shards": SHARDS},
+    ),
+    # FedSKA's MNIST setting: T=200, E=1, batch 32, lr 0.01, 80/20 per-client split; 3 seeds.
+    "paper": Profile(
+        "paper",
+        base=dict(dataset="mnist", num_clients=100, model="mclr", partition="shards", rounds=200,
+                  batch_size=32, lr=0.01, eval_every=5),
+        seeds=(0, 1, 2),
+        sweep={"methods": METHODS, "shards": SHARDS},
+    ),
+}

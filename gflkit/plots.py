@@ -1,0 +1,253 @@
+"""Figures shared by the paper notebooks: learning curves, per-client spreads, partitions, client graphs.
+
+Every function draws into ``ax`` (a new figure's axes when None) and returns the Axes; nothing calls
+``plt.show``. Methods (the ``hue`` column) are drawn in sorted order, so a method keeps its colour
+across the figures of a notebook.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import matplotlib.pyplot as plt
+import networkx as nx
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
+from torch import Tensor
+
+from gflkit.data.partition import label_counts
+
+LAYOUTS = {
+    "spring": lambda graph, seed: nx.spring_layout(graph, seed=seed),
+    "circular": lambda graph, seed: nx.circular_layout(graph),
+    "kamada_kawai": lambda graph, seed: nx.kamada_kawai_layout(graph),
+}
+
+
+def _axes(ax: Axes | None) -> Axes:
+    return plt.subplots()[1] if ax is None else ax
+
+
+def _require(frame: pd.DataFrame, **columns: str) -> None:
+    """Raise naming the parameter (``x``, ``hue``, ...) whose column is missing from ``frame``."""
+    for parameter, column in columns.items():
+        if column not in frame.columns:
+            raise ValueError(f"{parameter} column {column!r} not in the data; columns are {list(frame.columns)}")
+
+
+def _matrix(adjacency: Tensor | np.ndarray) -> np.ndarray:
+    """A square adjacency as a float numpy array."""
+    a = adjacency.detach().cpu().numpy() if isinstance(adjacency, Tensor) else np.asarray(adjacency)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        raise ValueError(f"adjacency must be a square K x K matrix, got shape {a.shape}")
+    return a.astype(np.float64)
+
+
+def learning_curves(
+    summary: pd.DataFrame,
+    x: str = "round",
+    y: str = "mean",
+    hue: str = "method",
+    seed_col: str = "seed",
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
+    """One line per ``hue`` value: the mean of ``y`` over seeds against ``x``, with a ±1 std band.
+
+    ``summary`` holds one row per (hue, seed, x), e.g. ``summarize_records(records, by=["method",
+    "seed", "round"])``; filter other configuration columns out first. The band is the sample standard
+    deviation over seeds (absent with a single seed).
+    """
+    _require(summary, x=x, y=y, hue=hue)
+    ax = _axes(ax)
+    keys = [hue, x] + ([seed_col] if seed_col in summary.columns else [])
+    if summary.duplicated(keys).any():
+        raise ValueError(f"summary must hold one row per {keys}; filter the other configuration columns first")
+    for value in sorted(summary[hue].unique()):
+        stats = summary[summary[hue] == value].groupby(x)[y].agg(["mean", "std"])
+        (line,) = ax.plot(stats.index, stats["mean"], label=str(value))
+        ax.fill_between(stats.index, stats["mean"] - stats["std"], stats["mean"] + stats["std"],
+                        color=line.get_color(), alpha=0.2, linewidth=0)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.legend(title=hue)
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
+def client_distribution(
+    records: pd.DataFrame, value: str = "accuracy", hue: str = "method", ax: Axes | None = None
+) -> Axes:
+    """Per-client distribution of ``value`` at the last round: a box and the individual clients per ``hue``.
+
+    When ``records`` has a ``round`` column, only each ``hue`` group's last round is drawn; clients of
+    several seeds are pooled. The points are jittered horizontally with a fixed seed.
+    """
+    _require(records, value=value, hue=hue)
+    ax = _axes(ax)
+    hues = sorted(records[hue].unique())
+    if "round" in records.columns:
+        records = records[records["round"] == records.groupby(hue)["round"].transform("max")]
+    groups = [records.loc[records[hue] == h, value].to_numpy(dtype=float) for h in hues]
+    positions = np.arange(1, len(hues) + 1)
+    boxes = ax.boxplot(groups, positions=positions, widths=0.5, patch_artist=True, showfliers=False,
+                       medianprops={"color": "black"})
+    rng = np.random.default_rng(0)
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (pos, group, box) in enumerate(zip(positions, groups, boxes["boxes"])):
+        color = cycle[i % len(cycle)]
+        box.set(facecolor=color, alpha=0.3)
+        ax.scatter(pos + rng.uniform(-0.15, 0.15, len(group)), group, s=10, color=color, zorder=3)
+    ax.set_xticks(positions, [str(h) for h in hues])
+    ax.set_xlabel(hue)
+    ax.set_ylabel(value)
+    return ax
+
+
+def adjacency_heatmap(
+    adjacency: Tensor | np.ndarray,
+    ax: Axes | None = None,
+    labels: Sequence[str] | None = None,
+    title: str | None = None,
+    order: Sequence[int] | Tensor | np.ndarray | None = None,
+) -> Axes:
+    """The K x K client adjacency as an image with a colour bar.
+
+    ``order`` is a permutation of the clients applied to rows and columns (e.g. ``argsort`` of the
+    clients' dominant labels, so clusters appear as blocks); ``labels`` name the clients (in the
+    original order) on both axes. Without ``labels`` the ticks are positions in the drawn order.
+    """
+    a = _matrix(adjacency)
+    k = len(a)
+    perm = np.arange(k) if order is None else np.asarray(order, dtype=np.int64)
+    if sorted(perm.tolist()) != list(range(k)):
+        raise ValueError(f"order must be a permutation of the {k} clients 0..{k - 1}")
+    if labels is not None and len(labels) != k:
+        raise ValueError(f"labels must name all {k} clients, got {len(labels)}")
+    ax = _axes(ax)
+    image = ax.imshow(a[np.ix_(perm, perm)], cmap="viridis", interpolation="nearest")
+    ax.figure.colorbar(image, ax=ax)
+    if labels is not None:
+        names = [str(labels[i]) for i in perm]
+        ax.set_xticks(range(k), names, rotation=90)
+        ax.set_yticks(range(k), names)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("client")
+    ax.set_ylabel("client")
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
+def _node_colors(node_color: Tensor | np.ndarray | Sequence[float], k: int, ax: Axes) -> Any:
+    """Colours for a per-client attribute: categories (integers) get a legend, reals a colour bar."""
+    values = node_color.detach().cpu().numpy() if isinstance(node_color, Tensor) else np.asarray(node_color)
+    if values.shape != (k,):
+        raise ValueError(f"node_color must give one value per client ({k}), got shape {values.shape}")
+    if np.issubdtype(values.dtype, np.integer) or values.dtype == bool:
+        categories = np.unique(values)
+        cmap = plt.get_cmap("tab10" if len(categories) <= 10 else "tab20")
+        palette = {c: cmap(i % cmap.N) for i, c in enumerate(categories)}
+        handles = [Line2D([], [], marker="o", linestyle="", color=palette[c], label=str(c)) for c in categories]
+        ax.legend(handles=handles, fontsize="small")
+        return [palette[v] for v in values]
+    mappable = plt.cm.ScalarMappable(cmap="viridis", norm=plt.Normalize(values.min(), values.max()))
+    ax.figure.colorbar(mappable, ax=ax)
+    return [mappable.to_rgba(v) for v in values]
+
+
+def draw_client_graph(
+    adjacency: Tensor | np.ndarray,
+    ax: Axes | None = None,
+    node_color: Tensor | np.ndarray | Sequence[float] | None = None,
+    threshold: float = 0.0,
+    layout: str = "spring",
+    seed: int = 0,
+    labels: Sequence[str] | None = None,
+    title: str | None = None,
+    max_width: float = 3.0,
+) -> Axes:
+    r"""The client graph drawn with networkx.
+
+    Edge :math:`(i, j)`, :math:`i \ne j`, is drawn when :math:`A_{ij} > \text{threshold}`, with width
+    :math:`\text{max\_width} \cdot A_{ij} / \max A`. A symmetric ``adjacency`` gives an undirected
+    graph (one segment per edge), otherwise a directed one. ``node_color`` is a per-client attribute:
+    integers (e.g. dominant labels) are categories with a legend, reals use a colour bar. The
+    ``layout`` (``spring``, ``circular``, ``kamada_kawai``) is deterministic for a ``seed``.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {sorted(LAYOUTS)}")
+    a = _matrix(adjacency)
+    k = len(a)
+    if labels is not None and len(labels) != k:
+        raise ValueError(f"labels must name all {k} clients, got {len(labels)}")
+    ax = _axes(ax)
+    graph = nx.Graph() if np.allclose(a, a.T) else nx.DiGraph()
+    graph.add_nodes_from(range(k))
+    rows, cols = np.nonzero((a > threshold) & ~np.eye(k, dtype=bool))
+    graph.add_weighted_edges_from(
+        (int(i), int(j), float(a[i, j])) for i, j in zip(rows, cols) if graph.is_directed() or i < j
+    )
+    weights = np.array([w for _, _, w in graph.edges(data="weight")])
+    pos = LAYOUTS[layout](graph, seed)
+    colors = "tab:blue" if node_color is None else _node_colors(node_color, k, ax)
+    nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=colors, node_size=80)
+    if len(weights):
+        nx.draw_networkx_edges(graph, pos, ax=ax, width=max_width * weights / weights.max(), alpha=0.6)
+    if labels is not None:
+        nx.draw_networkx_labels(graph, pos, {i: str(name) for i, name in enumerate(labels)}, ax=ax, font_size=8)
+    ax.set_axis_off()
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
+def label_distribution(labels: Tensor, parts: list[Tensor], num_classes: int, ax: Axes | None = None) -> Axes:
+    r"""Stacked bars of each client's label counts (one bar per client, one colour per class).
+
+    The bar of client ``k`` stacks :math:`|\{i \in \text{parts}[k] : y_i = c\}|` over the classes
+    :math:`c`; the mix of colours per bar shows how heterogeneous the partition is.
+    """
+    ax = _axes(ax)
+    counts = label_counts(labels, parts, num_classes).numpy()
+    cmap = plt.get_cmap("tab10" if num_classes <= 10 else "tab20")
+    clients = np.arange(len(parts))
+    bottom = np.zeros(len(parts))
+    for c in range(num_classes):
+        ax.bar(clients, counts[:, c], bottom=bottom, width=0.9, color=cmap(c % cmap.N), label=str(c))
+        bottom += counts[:, c]
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("client")
+    ax.set_ylabel("samples")
+    if num_classes <= 20:
+        ax.legend(title="label", fontsize="small", ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return ax
+
+
+def save_figure(fig: Figure, path: str | Path, dpi: int = 150) -> Path:
+    """Save ``fig`` to ``path`` (format from the suffix, e.g. ``.png``) at ``dpi``, creating parent folders.
+
+    The figure stays open; returns the path.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    return path
+
+
+__all__ = [
+    "LAYOUTS",
+    "adjacency_heatmap",
+    "client_distribution",
+    "draw_client_graph",
+    "label_distribution",
+    "learning_curves",
+    "save_figure",
+]

@@ -1,0 +1,71 @@
+"""Notebook profiles: ``smoke`` (seconds, embedded data), ``ci`` (minutes on 2 CPU cores, real data),
+``paper`` (the paper's settings, meant for a GPU).
+
+A notebook's parameters cell names a profile plus optional ``seeds`` and ``overrides``;
+:func:`resolve_profile` turns them into a validated :class:`Profile`, so that any mistake (unknown
+profile, dataset or method, a non-positive round count, an unknown override) fails right there with
+one clear message instead of halfway through the experiments.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from gflkit.experiment import RunConfig
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One notebook profile: the base run configuration, the seeds and the notebook's sweep values.
+
+    Attributes:
+        name: ``smoke``, ``ci`` or ``paper``.
+        base: keyword arguments of :class:`~gflkit.experiment.RunConfig` shared by every run.
+        seeds: the seeds every configuration is run with.
+        sweep: the notebook's experiment grid (e.g. ``{"methods": [...], "shards": [2, 5, 10]}``);
+            a ``methods`` entry is validated like the base configuration.
+    """
+
+    name: str
+    base: Mapping[str, Any]
+    seeds: tuple[int, ...] = (0,)
+    sweep: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+
+    def config(self, **changes: Any) -> RunConfig:
+        """A validated run configuration: the base with ``changes`` applied."""
+        return RunConfig(**{**self.base, **changes})
+
+
+def resolve_profile(
+    profiles: Mapping[str, Profile],
+    name: str,
+    seeds: Sequence[int] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Profile:
+    """The profile ``name`` with ``seeds`` and ``overrides`` applied, validated.
+
+    ``overrides`` may change any :class:`RunConfig` field (``rounds=50``) or any sweep entry
+    (``shards=[2]``). Raises ``ValueError`` naming the problem and the valid choices.
+    """
+    if name not in profiles:
+        raise ValueError(f"unknown profile {name!r}; choose one of {sorted(profiles)}")
+    profile = profiles[name]
+    overrides = dict(overrides or {})
+    config_fields = {f.name for f in dataclasses.fields(RunConfig)}
+    unknown = sorted(set(overrides) - config_fields - set(profile.sweep))
+    if unknown:
+        raise ValueError(
+            f"unknown override(s) {unknown}; valid: RunConfig fields {sorted(config_fields)} "
+            f"or sweep entries {sorted(profile.sweep)}"
+        )
+    base = {**profile.base, **{k: v for k, v in overrides.items() if k in config_fields}}
+    sweep = {**profile.sweep, **{k: tuple(v) for k, v in overrides.items() if k in profile.sweep}}
+    seeds = tuple(profile.seeds if seeds is None else seeds)
+    if not seeds or any(int(s) < 0 for s in seeds):
+        raise ValueError(f"seeds must be a non-empty list of non-negative integers, got {list(seeds)}")
+    resolved = Profile(name, base, seeds, sweep)
+    resolved.config()  # validates dataset, method, model, rounds, ...
+    for method in sweep.get("methods", ()):
+        resolved.config(method=method)
+    return resolved

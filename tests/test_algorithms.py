@@ -1,0 +1,62 @@
+import pytest
+import torch
+
+from gflkit.algorithms import ALGORITHMS, build_algorithm
+from gflkit.algorithms.base import weighted_mean
+from gflkit.engine import Schedule, run_rounds
+
+from conftest import make_federation
+
+
+def test_weighted_mean_matches_hand_computation():
+    rows = torch.tensor([[0.0, 2.0], [4.0, 6.0]])
+    assert torch.allclose(weighted_mean(rows, torch.tensor([3.0, 1.0])), torch.tensor([1.0, 3.0]))
+
+
+def test_fedavg_global_is_the_sample_weighted_mean_of_updates():
+    fed = make_federation()
+    algo = build_algorithm("fedavg")
+    algo.setup(fed)
+    updates = torch.randn(fed.num_clients, fed.dim)
+    fed.num_train = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    algo.aggregate(fed, torch.arange(4), updates, 1)
+    assert torch.allclose(fed.global_model, (updates * fed.num_train[:, None]).sum(0) / 10, atol=1e-6)
+    assert algo.evaluation_models(fed).dim() == 1
+
+
+def test_local_never_mixes_clients():
+    fed = make_federation()
+    run_rounds(fed, build_algorithm("local"), Schedule(2), progress=False)
+    solo = make_federation()
+    for rnd in (1, 2):
+        solo.models[1] = solo.train(1, rnd, solo.models[1]).vector
+    assert torch.equal(fed.models[1], solo.models[1])
+    assert fed.global_model is None
+
+
+def test_fedprox_with_mu_zero_equals_fedavg_and_large_mu_stays_near_the_global_model():
+    runs = {}
+    for name, options in [("fedavg", {}), ("fedprox0", {"mu": 0.0}), ("fedprox", {"mu": 9.0})]:
+        fed = make_federation()
+        run_rounds(fed, build_algorithm(name.rstrip("0"), **options), Schedule(1), progress=False)
+        runs[name] = fed
+    assert torch.allclose(runs["fedavg"].global_model, runs["fedprox0"].global_model, atol=1e-6)
+    drift = {k: (runs[k].models - runs[k].initial).norm() for k in ("fedavg", "fedprox")}
+    assert drift["fedprox"] < 0.5 * drift["fedavg"]
+
+
+def test_unknown_method_and_option_are_rejected():
+    with pytest.raises(ValueError, match="unknown method 'fedsgd'"):
+        build_algorithm("fedsgd")
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['lam'\].*\['mu'\]"):
+        build_algorithm("fedprox", lam=1.0)
+    with pytest.raises(ValueError, match="mu must be >= 0"):
+        build_algorithm("fedprox", mu=-1.0)
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_method_improves_on_the_initial_model(name):
+    fed = make_federation()
+    start = sum(m["accuracy"] for m in fed.evaluate(fed.initial)) / fed.num_clients
+    records = run_rounds(fed, build_algorithm(name), Schedule(5), progress=False)
+    assert records[records["round"] == 5]["accuracy"].mean() > start

@@ -1,0 +1,63 @@
+import pandas as pd
+import pytest
+import torch
+
+from gflkit.algorithms import build_algorithm
+from gflkit.engine import Checkpoint, Schedule, run_rounds, sample_clients
+
+from conftest import make_federation
+
+
+def test_records_have_one_row_per_evaluated_round_and_client():
+    fed = make_federation()
+    records = run_rounds(fed, build_algorithm("fedavg"), Schedule(5, eval_every=2), progress=False)
+    assert sorted(records["round"].unique()) == [2, 4, 5]
+    assert len(records) == 3 * fed.num_clients
+    assert {"round", "client", "accuracy", "loss", "num_samples", "train_loss"} <= set(records.columns)
+
+
+def test_client_sampling_is_seeded_and_partial():
+    a = sample_clients(10, 3, seed=0, round=1)
+    assert torch.equal(a, sample_clients(10, 3, seed=0, round=1))
+    assert len(a) == 3 and len(set(a.tolist())) == 3
+    assert torch.equal(sample_clients(10, None, 0, 1), torch.arange(10))
+    fed = make_federation(num_clients=4)
+    records = run_rounds(fed, build_algorithm("fedavg"), Schedule(2, clients_per_round=2), progress=False)
+    assert records.groupby("round")["train_loss"].count().tolist() == [2, 2]
+
+
+def test_same_config_and_seed_give_identical_per_client_numbers():
+    runs = [run_rounds(make_federation(seed=7), build_algorithm("fedprox"), Schedule(3), progress=False)
+            for _ in range(2)]
+    pd.testing.assert_frame_equal(runs[0], runs[1])
+
+
+def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
+    full = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(6), progress=False)
+
+    class Killed(Exception):
+        pass
+
+    class DieAfterRound4(type(build_algorithm("fedavg"))):
+        def aggregate(self, fed, clients, updates, round):
+            if round == 5:
+                raise Killed
+            super().aggregate(fed, clients, updates, round)
+
+    ckpt = Checkpoint(tmp_path / "run" / "checkpoint.pt")
+    with pytest.raises(Killed):
+        run_rounds(make_federation(), DieAfterRound4(), Schedule(6, checkpoint_every=2), ckpt, progress=False)
+    assert torch.load(ckpt.path, weights_only=False)["round"] == 4
+    resumed = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(6, checkpoint_every=2), ckpt,
+                         progress=False)
+    pd.testing.assert_frame_equal(full, resumed)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"rounds": 0}, "rounds must be a positive"),
+    ({"rounds": 3, "clients_per_round": 0}, "clients_per_round"),
+    ({"rounds": 3, "eval_every": 0}, "eval_every"),
+])
+def test_bad_schedules_are_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Schedule(**kwargs)

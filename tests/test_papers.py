@@ -1,0 +1,35 @@
+import pandas as pd
+import pytest
+
+from gflkit.papers import Claim, available_papers, claims_table, paper_vs_measured, reported
+
+
+def test_fedska_table1_holds_the_papers_mnist_numbers():
+    table = reported("fedska", "table1")
+    assert "fedska" in available_papers()
+    assert set(table["method"]) == {"local", "fedavg", "fedprox", "ditto", "ifca", "fedu", "sfl", "fedska"}
+    cell = table.query("dataset == 'mnist' and setting == 'shards_2' and method == 'fedavg' and metric == 'mean'")
+    assert cell["value"].item() == pytest.approx(90.02)
+    # 3 datasets x 3 settings (MNIST, CIFAR) + Shakespeare, 3 metrics, 8 methods
+    assert len(table) == (3 + 3 + 1) * 3 * 8
+
+
+def test_unknown_paper_or_table_is_rejected():
+    with pytest.raises(ValueError, match="available"):
+        reported("nonexistent")
+    with pytest.raises(ValueError, match="no table"):
+        reported("fedska", "table99")
+
+
+def test_paper_vs_measured_keeps_measured_rows_and_computes_difference():
+    measured = pd.DataFrame({"method": ["fedavg", "new"], "value": [91.0, 50.0]})
+    paper = pd.DataFrame({"method": ["fedavg", "other"], "value": [90.0, 10.0]})
+    table = paper_vs_measured(measured, paper, on=["method"])
+    assert table["method"].tolist() == ["fedavg", "new"]
+    assert table.loc[0, "difference"] == pytest.approx(1.0)
+    assert pd.isna(table.loc[1, "paper"])
+
+
+def test_claims_table_reports_verdicts():
+    table = claims_table([Claim("a", True, "x", "smoke"), Claim("b", False, "y", "ci")])
+    assert table["verdict"].tolist() == ["reproduced", "not reproduced"]

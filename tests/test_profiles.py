@@ -1,0 +1,39 @@
+import pytest
+
+from gflkit.experiment import RunConfig
+from gflkit.papers.quickstart import PROFILES
+from gflkit.profiles import resolve_profile
+
+
+def test_each_quickstart_profile_resolves_to_valid_configs():
+    for name in ("smoke", "ci", "paper"):
+        profile = resolve_profile(PROFILES, name)
+        for method in profile.sweep["methods"]:
+            assert isinstance(profile.config(method=method), RunConfig)
+    assert resolve_profile(PROFILES, "smoke").base["dataset"] == "digits", "smoke must run on embedded data"
+
+
+def test_seeds_and_overrides_apply():
+    profile = resolve_profile(PROFILES, "smoke", seeds=[3, 4], overrides={"rounds": 2, "shards": [5]})
+    assert profile.seeds == (3, 4)
+    assert profile.config().rounds == 2
+    assert profile.sweep["shards"] == (5,)
+
+
+@pytest.mark.parametrize("name, seeds, overrides, message", [
+    ("fast", None, None, "unknown profile 'fast'; choose one of"),
+    ("smoke", None, {"dataset": "imagenet"}, "unknown dataset 'imagenet'"),
+    ("smoke", None, {"method": "fedsgd"}, "unknown method 'fedsgd'"),
+    ("smoke", None, {"rounds": 0}, "rounds must be a positive"),
+    ("smoke", None, {"rounds": -3}, "rounds must be a positive"),
+    ("smoke", None, {"learning_rate": 0.1}, r"unknown override\(s\) \['learning_rate'\]"),
+    ("smoke", [], None, "seeds must be a non-empty"),
+])
+def test_bad_parameters_fail_with_one_clear_message(name, seeds, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        resolve_profile(PROFILES, name, seeds=seeds, overrides=overrides)
+
+
+def test_unknown_method_in_the_sweep_is_rejected():
+    with pytest.raises(ValueError, match="unknown method 'fedsgd'"):
+        resolve_profile(PROFILES, "smoke", overrides={"methods": ["fedavg", "fedsgd"]})

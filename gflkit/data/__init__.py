@@ -28,10 +28,24 @@ from gflkit.data.registry import (
     verify_dataset,
 )
 
+from gflkit.data.partition import (
+    SCHEMES,
+    ClientSplit,
+    dirichlet,
+    iid,
+    label_counts,
+    label_shards,
+    natural,
+    partition,
+    split_by_marker,
+    train_test_split,
+)
+
 __all__ = [
+    "SCHEMES", "ClientSplit", "dirichlet", "iid", "label_counts", "label_shards", "natural", "partition",
+    "split_by_marker", "train_test_split",
     "ChecksumError", "DataError", "DatasetNotFoundError", "DatasetSpec", "DownloadError", "FileStatus",
     "RawFile", "SampleDataset", "UnknownDatasetError", "cache_dir", "data_root", "dataset_names",
     "fetch_dataset", "get_spec", "load_dataset", "register", "registered", "sha256_file", "verify_dataset",
 ]
 
-# --- partitioning (gflkit/data/partition.py) is exported below by its owner ---

@@ -37,7 +37,6 @@ corrupted download leaves nothing behind. Set ``GFLKIT_OFFLINE=1`` to never try 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import os

@@ -1,0 +1,90 @@
+import pandas as pd
+import pytest
+import torch
+
+from gflkit.experiment import RunConfig, build_federation, client_split, pool_indices, run
+from gflkit.data import load_dataset
+from gflkit.results import ResultStore
+
+SMALL = dict(dataset="digits", num_clients=10, partition="shards", partition_options={"shards_per_client": 2},
+             rounds=2, batch_size=16, lr=0.05)
+
+
+def test_client_split_is_disjoint_and_covers_the_pool():
+    config = RunConfig(**SMALL)
+    data = load_dataset("digits")
+    split = client_split(data, config)
+    every = torch.cat(split.train + split.test)
+    assert len(every) == len(set(every.tolist())), "no sample belongs to two clients or two splits"
+    assert set(every.tolist()) <= set(pool_indices(data, config).tolist())
+    for train, test in zip(split.train, split.test):
+        assert len(test) == pytest.approx(0.2 * (len(train) + len(test)), abs=1)
+
+
+def test_max_samples_subsamples_the_pool_deterministically():
+    config = RunConfig(**{**SMALL, "max_samples": 500})
+    data = load_dataset("digits")
+    assert torch.equal(pool_indices(data, config), pool_indices(data, config))
+    assert len(pool_indices(data, config)) == 500
+
+
+def test_same_config_and_seed_give_identical_per_client_numbers_on_cpu():
+    config = RunConfig(**SMALL, method="fedprox")
+    first, second = run(config, device="cpu", progress=False), run(config, device="cpu", progress=False)
+    pd.testing.assert_frame_equal(first, second)
+    other = run(config.replace(seed=1), device="cpu", progress=False)
+    assert not first["accuracy"].equals(other["accuracy"])
+
+
+def test_store_returns_finished_runs_without_recomputing(tmp_path, monkeypatch):
+    store = ResultStore(tmp_path)
+    config = RunConfig(**SMALL)
+    first = run(config, store=store, device="cpu", progress=False)
+
+    def fail(*args, **kwargs):
+        raise AssertionError("a stored run must not be recomputed")
+
+    monkeypatch.setattr("gflkit.experiment.build_federation", fail)
+    pd.testing.assert_frame_equal(run(config, store=store, device="cpu", progress=False), first)
+
+
+def test_killed_run_resumes_from_its_checkpoint_to_the_same_numbers(tmp_path, monkeypatch):
+    config = RunConfig(**{**SMALL, "rounds": 4})
+    uninterrupted = run(config, device="cpu", progress=False)
+    store = ResultStore(tmp_path)
+
+    import gflkit.algorithms.fedavg as fedavg
+
+    original = fedavg.FedAvg.aggregate
+
+    def killed_in_round_3(self, fed, clients, updates, round):
+        if round == 3:
+            raise KeyboardInterrupt
+        original(self, fed, clients, updates, round)
+
+    monkeypatch.setattr(fedavg.FedAvg, "aggregate", killed_in_round_3)
+    with pytest.raises(KeyboardInterrupt):
+        run(config, store=store, device="cpu", checkpoint_every=2, progress=False)
+    monkeypatch.setattr(fedavg.FedAvg, "aggregate", original)
+    resumed = run(config, store=store, device="cpu", checkpoint_every=2, progress=False)
+    pd.testing.assert_frame_equal(resumed, uninterrupted)
+
+
+def test_federation_matches_the_config():
+    fed = build_federation(RunConfig(**SMALL), device="cpu")
+    assert fed.num_clients == 10
+    assert fed.x.shape[1:] == (1, 8, 8)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"dataset": "imagenet"}, "unknown dataset 'imagenet'"),
+    ({"method": "fedsgd"}, "unknown method 'fedsgd'"),
+    ({"partition": "powerlaw"}, "unknown partition 'powerlaw'"),
+    ({"rounds": 0}, "rounds must be a positive"),
+    ({"test_ratio": 1.5}, "test_ratio must lie in"),
+    ({"method": "fedprox", "method_options": {"mu": -1}}, "mu must be >= 0"),
+    ({"lr": 0.0}, "lr must be > 0"),
+])
+def test_bad_configs_are_rejected(change, message):
+    with pytest.raises(ValueError, match=message):
+        RunConfig(**{**SMALL, **change})

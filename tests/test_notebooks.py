@@ -1,0 +1,39 @@
+"""Notebook-level checks that nbval cannot express: parameter validation and the ci profile on real MNIST.
+
+(nbval itself executes every notebook on its default smoke parameters: see `make test`.)
+"""
+import pandas as pd
+import pytest
+
+papermill = pytest.importorskip("papermill")
+
+from gflkit.notebooks import execute
+
+
+@pytest.mark.parametrize("profile, parameters, message", [
+    ("turbo", {}, "unknown profile 'turbo'"),
+    ("smoke", {"overrides": {"dataset": "imagenet"}}, "unknown dataset 'imagenet'"),
+    ("smoke", {"overrides": {"methods": ["fedavg", "fedsgd"]}}, "unknown method 'fedsgd'"),
+    ("smoke", {"overrides": {"rounds": 0}}, "rounds must be a positive"),
+])
+def test_bad_parameters_fail_in_the_validation_cell(tmp_path, profile, parameters, message):
+    with pytest.raises(papermill.PapermillExecutionError) as failure:
+        execute("quickstart", profile, tmp_path, parameters)
+    assert message in str(failure.value)
+    assert failure.value.exec_count <= 3, "the error must come from the validation cell, before any experiment"
+
+
+@pytest.mark.integration
+def test_quickstart_ci_profile_on_real_mnist(tmp_path, real_data_root):
+    execute("quickstart", "ci", tmp_path, {"data_root": str(real_data_root)})
+    table = pd.read_csv(tmp_path / "table.csv")
+    assert len(table) == 9 and set(table["method"]) == {"local", "fedavg", "fedprox"}
+    records = pd.read_csv(tmp_path / "records.csv")
+    assert records["client"].nunique() == 100, "the ci profile federates 100 MNIST clients"
+    per_run_round = records.groupby(["q", "method", "round"])["num_samples"].sum()
+    assert (per_run_round == 14_000).all(), "pooled 70,000 MNIST samples, 20 % of each client's 700 held out"
+    assert table["mean"].between(10, 100).all()
+    comparison = pd.read_csv(tmp_path / "paper_vs_measured.csv")
+    assert comparison["paper"].notna().all(), "every MNIST cell has a paper number beside it"
+    for figure in ("learning_curves.png", "client_distribution.png", "partition.png"):
+        assert (tmp_path / figure).stat().st_size > 10_000

@@ -28,10 +28,9 @@ from gflkit.training import local_sgd
 def centralised_epoch(fed, repeat: int) -> float:
     """Seconds for one SGD epoch over all clients' training samples pooled."""
     train = torch.cat(fed.train_indices)
-    x, y = fed.x[train], fed.y[train]
     fed.flat.load(fed.initial)
     start = time.perf_counter()
-    local_sgd(fed.flat, fed.task.loss, x, y, fed.train_config, generator(0, repeat))
+    local_sgd(fed.flat, fed.task.loss, fed.x, fed.y, train, fed.train_config, generator(0, repeat))
     return time.perf_counter() - start
 
 

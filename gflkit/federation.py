@@ -20,10 +20,10 @@ import torch
 from torch import Tensor
 
 from gflkit.models.base import FeatureModel
-from gflkit.seeding import TORCH_GLOBAL, derive_seed, generator
+from gflkit.seeding import TORCH_GLOBAL, derive_seed, generator, seed_global_rng
 from gflkit.state import FlatModule, Layout
 from gflkit.tasks import ClassificationTask, add_sums
-from gflkit.training import LossTerm, TrainConfig, local_sgd
+from gflkit.training import LossTerm, TrainConfig, local_sgd, make_sgd
 
 
 @dataclass
@@ -81,6 +81,7 @@ class Federation:
         self.initial = self.flat.vector.detach().clone()
         self.models = self.initial.repeat(self.num_clients, 1)
         self.global_model: Tensor | None = None
+        self._optimizers: dict[TrainConfig, torch.optim.SGD] = {}
 
     @property
     def num_clients(self) -> int:
@@ -117,20 +118,30 @@ class Federation:
         and a personal model) so that each draws its own minibatch order.
         """
         self.flat.load(start)
-        torch.manual_seed(derive_seed(self.seed, round, client, stream, TORCH_GLOBAL))
-        x, y = self.client_data(client, "train")
+        seed_global_rng(derive_seed(self.seed, round, client, stream, TORCH_GLOBAL), self.device)
+        config = config or self.train_config
         loss = local_sgd(
             self.flat,
             self.task.loss,
-            x,
-            y,
-            config or self.train_config,
+            self.x,
+            self.y,
+            self.train_indices[client],
+            config,
             generator(self.seed, round, client, stream),
             loss_term,
             client,
             round,
+            self._optimizer(config),
         )
         return LocalResult(self.flat.vector.detach().clone(), loss)
+
+    def _optimizer(self, config: TrainConfig) -> torch.optim.SGD:
+        """The working module's optimiser for ``config``, built once and emptied before each use."""
+        if config not in self._optimizers:
+            self._optimizers[config] = make_sgd(self.flat.parameters, config)
+        optimizer = self._optimizers[config]
+        optimizer.state.clear()
+        return optimizer
 
     @torch.no_grad()
     def evaluate(self, models: Tensor, split: str = "test") -> list[dict[str, float]]:

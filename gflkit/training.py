@@ -51,31 +51,40 @@ class LocalStep:
 LossTerm = Callable[[LocalStep], Optional[Tensor]]
 
 
+def make_sgd(parameters: list[torch.nn.Parameter], config: TrainConfig) -> torch.optim.SGD:
+    """Plain SGD (optionally with momentum / weight decay) as configured."""
+    return torch.optim.SGD(parameters, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+
+
 def local_sgd(
     flat: FlatModule,
     loss_fn: Callable[[Tensor, Tensor], Tensor],
     x: Tensor,
     y: Tensor,
+    indices: Tensor,
     config: TrainConfig,
     generator: torch.Generator,
     loss_term: LossTerm | None = None,
     client: int = -1,
     round: int = -1,
+    optimizer: torch.optim.SGD | None = None,
 ) -> float:
     r"""Train ``flat.module`` in place for ``config.epochs`` epochs of shuffled minibatch SGD.
 
-    Each step minimises :math:`\ell(f(x_b), y_b) + \text{loss\_term}(\cdot)` on a batch :math:`b`.
+    The samples are ``x[indices]``, ``y[indices]``: minibatches are gathered straight from the pooled
+    tensors, so a client's data is never copied as a whole. Each step minimises
+    :math:`\ell(f(x_b), y_b) + \text{loss\_term}(\cdot)` on a batch :math:`b`.
     The trained weights are left in ``flat.vector``. Returns the mean task loss over all steps.
+    ``optimizer`` lets a caller re-use one optimiser (with empty state) across clients, since building
+    one costs more than a few training steps of a small model.
     """
     model = flat.module
     model.train()
-    optimizer = torch.optim.SGD(
-        flat.parameters, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
-    )
-    n = y.shape[0]
+    optimizer = optimizer or make_sgd(flat.parameters, config)
+    n = indices.shape[0]
     total, steps = torch.zeros((), device=x.device), 0
     for _ in range(config.epochs):
-        order = torch.randperm(n, generator=generator).to(x.device)
+        order = indices[torch.randperm(n, generator=generator).to(indices.device)]
         for start in range(0, n, config.batch_size):
             batch = order[start : start + config.batch_size]
             xb, yb = x[batch], y[batch]

@@ -46,3 +46,11 @@ def test_mismatched_index_lists_are_rejected():
     with pytest.raises(ValueError, match="one of each per client"):
         Federation(torch.zeros(4, 1), torch.zeros(4, dtype=torch.long), [torch.arange(2)], [],
                    build_model("mclr", (1,), 2), ClassificationTask(), TrainConfig())
+
+
+def test_reused_optimizer_carries_no_momentum_from_one_client_to_the_next():
+    config = TrainConfig(batch_size=8, lr=0.05, momentum=0.9)
+    busy, fresh = make_federation(), make_federation()
+    busy.train(0, 1, busy.initial, config=config)
+    after_other_client = busy.train(1, 1, busy.initial, config=config).vector
+    assert torch.equal(after_other_client, fresh.train(1, 1, fresh.initial, config=config).vector)

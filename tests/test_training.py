@@ -8,23 +8,23 @@ from conftest import make_federation
 
 def test_local_sgd_reduces_the_loss_of_a_separable_client():
     fed = make_federation()
-    x, y = fed.client_data(0)
+    x, y, idx = fed.x, fed.y, fed.train_indices[0]
     fed.flat.load(fed.initial)
-    first = local_sgd(fed.flat, fed.task.loss, x, y, TrainConfig(epochs=1, batch_size=8, lr=0.1), generator(0, 1))
-    later = local_sgd(fed.flat, fed.task.loss, x, y, TrainConfig(epochs=20, batch_size=8, lr=0.1), generator(0, 2))
+    first = local_sgd(fed.flat, fed.task.loss, x, y, idx, TrainConfig(epochs=1, batch_size=8, lr=0.1), generator(0, 1))
+    later = local_sgd(fed.flat, fed.task.loss, x, y, idx, TrainConfig(epochs=20, batch_size=8, lr=0.1), generator(0, 2))
     assert later < first
 
 
 def test_loss_term_gradient_is_applied():
     fed = make_federation()
-    x, y = fed.client_data(0)
+    x, y, idx = fed.x, fed.y, fed.train_indices[0]
     config = TrainConfig(epochs=1, batch_size=8, lr=0.1)
     fed.flat.load(fed.initial)
-    local_sgd(fed.flat, fed.task.loss, x, y, config, generator(0, 1))
+    local_sgd(fed.flat, fed.task.loss, x, y, idx, config, generator(0, 1))
     plain = fed.flat.vector.clone()
     fed.flat.load(fed.initial)
     # a huge pull towards zero must shrink the weights compared with plain training
-    local_sgd(fed.flat, fed.task.loss, x, y, config, generator(0, 1),
+    local_sgd(fed.flat, fed.task.loss, x, y, idx, config, generator(0, 1),
               loss_term=lambda step: 5.0 * sum(p.pow(2).sum() for p in step.model.parameters()))
     assert fed.flat.vector.norm() < plain.norm()
 

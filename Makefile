@@ -6,7 +6,6 @@ PAPER   ?= all
 PAPERS  := $(if $(filter all,$(PAPER)),$(patsubst notebooks/%.ipynb,%,$(wildcard notebooks/*.ipynb)),$(PAPER))
 # Real data for tests and reproductions: GFLKIT_DATA if set, else the offline copies beside the repo.
 export GFLKIT_DATA ?= $(if $(wildcard ../shared/datasets),$(abspath ../shared/datasets),)
-export MPLBACKEND ?= Agg
 
 .PHONY: setup demo test reproduce bench clean
 

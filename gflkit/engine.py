@@ -138,7 +138,8 @@ def run_rounds(
                 {"round": round, "client": k, **m, "train_loss": train_loss.get(k, math.nan)}
                 for k, m in enumerate(metrics)
             )
-            bar.set_postfix(acc=f"{np.mean([m['accuracy'] for m in metrics]):.2f}")
+            headline = next(iter(metrics[0]))  # the task's first metric, e.g. accuracy or mae
+            bar.set_postfix({headline: f"{np.mean([m[headline] for m in metrics]):.3g}"})
         if checkpoint is not None and schedule.checkpoint_every and round % schedule.checkpoint_every == 0:
             checkpoint.save(round, fed, algorithm, records)
     return pd.DataFrame.from_records(records)

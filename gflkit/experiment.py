@@ -11,7 +11,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 import torch
@@ -92,7 +92,8 @@ class RunConfig:
             raise ValueError(f"test_ratio must lie in (0, 1) or be None, got {self.test_ratio}")
         if self.max_samples is not None and self.max_samples < self.num_clients:
             raise ValueError(f"max_samples ({self.max_samples}) must be at least num_clients ({self.num_clients})")
-        build_algorithm(self.method, **self.method_options)  # rejects unknown or invalid method options
+        # rejects unknown or invalid method options, and options that do not fit num_clients
+        build_algorithm(self.method, **self.method_options).check(self.num_clients)
         self.train_config()
         self.schedule()
 
@@ -128,6 +129,8 @@ def _cached_dataset(name: str, root: str | None, options: tuple) -> SampleDatase
 def pool_indices(data: SampleDataset, config: RunConfig) -> torch.Tensor:
     """The sample indices a config partitions: the chosen pool, optionally subsampled (seeded)."""
     indices = torch.arange(len(data)) if config.pool == "all" else torch.nonzero(~data.is_test).flatten()
+    if "is_val" in data.info:  # validation windows (METR-LA) are neither trained nor tested on
+        indices = indices[~data.info["is_val"][indices]]
     if config.max_samples is not None and config.max_samples < len(indices):
         gen = torch.Generator().manual_seed(derive_seed(config.seed, 0))
         indices = indices[torch.randperm(len(indices), generator=gen)[: config.max_samples]].sort().values
@@ -157,9 +160,33 @@ def build_federation(
     torch.manual_seed(derive_seed(config.seed, MODEL_INIT))
     model = build_model(config.model, data.input_shape, data.num_classes, **config.model_options)
     return Federation(
-        data.x, data.y, split.train, split.test, model, build_task(config.task),
+        data.x, data.y, split.train, split.test, model, build_task(config.task, **data.info.get("task_options", {})),
         config.train_config(), seed=config.seed, device=resolve_device(device),
     )
+
+
+def run_grid(
+    configs: Sequence[RunConfig],
+    data_root: str | Path | None = None,
+    store: ResultStore | None = None,
+    device: str | torch.device = "auto",
+    columns: Callable[[RunConfig], dict[str, Any]] | None = None,
+) -> pd.DataFrame:
+    """Run every config (re-using stored runs) and concatenate their records.
+
+    ``columns(config)`` adds per-run columns (e.g. ``{"q": 2}``) so that the records of a grid can be
+    grouped by what varied.
+    """
+    frames = [
+        run(config, data_root, store, device).assign(**(columns(config) if columns else {}))
+        for config in configs
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def stored_artifacts(config: RunConfig, store: ResultStore, device: str | torch.device = "auto") -> dict[str, torch.Tensor]:
+    """The artifacts (e.g. a learned client graph) that the finished run ``config`` left in ``store``."""
+    return store.load_artifacts({**config.to_dict(), "device": resolve_device(device).type})
 
 
 def run(
@@ -180,12 +207,12 @@ def run(
     records = store.load(stored) if store is not None else None
     if records is None:
         fed = build_federation(config, data_root, resolved)
+        algorithm = build_algorithm(config.method, **config.method_options)
         checkpoint = store.checkpoint(stored) if store is not None else None
         records = run_rounds(
-            fed, build_algorithm(config.method, **config.method_options),
-            config.schedule(checkpoint_every if store is not None else 0), checkpoint, progress,
+            fed, algorithm, config.schedule(checkpoint_every if store is not None else 0), checkpoint, progress,
             description=f"{config.method} seed={config.seed}",
         )
         if store is not None:
-            store.save(stored, records)
+            store.save(stored, records, algorithm.artifacts())
     return records.assign(method=config.method, seed=config.seed)

@@ -167,3 +167,20 @@ class Federation:
                 sums = add_sums(sums, self.task.evaluate(model(self.x[batch]), self.y[batch]))
             results.append({**self.task.finalize(sums), "num_samples": int(sums["count"])})
         return results
+
+    @torch.no_grad()
+    def client_metrics(self, client: int, model: Tensor, split: str = "train") -> dict[str, float]:
+        """Metrics (``accuracy``, ``loss``, ``num_samples``) of one model vector on one client's ``split``.
+
+        What :meth:`evaluate` reports for that client, without touching the others: e.g. IFCA's
+        cluster choice, the training loss of each cluster model on the client's own data.
+        """
+        idx = {"train": self.train_indices, "test": self.test_indices}[split][client]
+        model_module = self.flat.module
+        model_module.eval()
+        self.flat.load(model)
+        sums: dict[str, float] = {"correct": 0.0, "loss_sum": 0.0, "count": 0.0}
+        for start in range(0, len(idx), self.eval_batch_size):
+            batch = idx[start : start + self.eval_batch_size]
+            sums = add_sums(sums, self.task.evaluate(model_module(self.x[batch]), self.y[batch]))
+        return {**self.task.finalize(sums), "num_samples": int(sums["count"])}

@@ -17,6 +17,25 @@ def default_results_dir(name: str) -> Path:
     return folder
 
 
+def dataset_available(name: str, root: str | Path | None = None, group: str | None = None) -> tuple[bool, str]:
+    """Whether every raw file of dataset ``name`` (optionally one variant ``group``) is present and
+    verified under the data root, with a sentence for the notebook saying so — or naming the missing
+    file and how to get it."""
+    from gflkit.data import data_root, verify_dataset
+
+    statuses = verify_dataset(name, root, full=False, group=group)
+    bad = [status for status in statuses if not status.ok]
+    where = data_root(root)
+    if not bad:
+        return True, f"{name}: {len(statuses)} raw file(s) present and verified under {where}"
+    first = bad[0]
+    return False, (
+        f"{name}: section skipped: {first.relpath} is {first.state} under {where} ({len(bad)} of "
+        f"{len(statuses)} files unavailable). To run it, download the data with `gflkit data fetch {name}` "
+        f"(needs internet) or set GFLKIT_DATA to a folder holding {name}/raw/{first.relpath}."
+    )
+
+
 def notebook_path(name: str) -> Path:
     """``notebooks/<name>.ipynb`` of the repository, with a clear error listing the notebooks."""
     path = NOTEBOOK_DIR / f"{name}.ipynb"

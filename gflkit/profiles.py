@@ -25,16 +25,22 @@ class Profile:
         seeds: the seeds every configuration is run with.
         sweep: the notebook's experiment grid (e.g. ``{"methods": [...], "shards": [2, 5, 10]}``);
             a ``methods`` entry is validated like the base configuration.
+        method_options: per-method hyper-parameters of this profile (e.g. a smaller FedSKA ``k`` for
+            a 20-client smoke run), merged under any ``method_options`` passed to :meth:`config`.
     """
 
     name: str
     base: Mapping[str, Any]
     seeds: tuple[int, ...] = (0,)
     sweep: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    method_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def config(self, **changes: Any) -> RunConfig:
         """A validated run configuration: the base with ``changes`` applied."""
-        return RunConfig(**{**self.base, **changes})
+        fields = {**self.base, **changes}
+        method = fields.get("method", "fedavg")
+        fields["method_options"] = {**self.method_options.get(method, {}), **fields.get("method_options", {})}
+        return RunConfig(**fields)
 
 
 def resolve_profile(
@@ -64,7 +70,7 @@ def resolve_profile(
     seeds = tuple(profile.seeds if seeds is None else seeds)
     if not seeds or any(int(s) < 0 for s in seeds):
         raise ValueError(f"seeds must be a non-empty list of non-negative integers, got {list(seeds)}")
-    resolved = Profile(name, base, seeds, sweep)
+    resolved = Profile(name, base, seeds, sweep, profile.method_options)
     resolved.config()  # validates dataset, method, model, rounds, ...
     for method in sweep.get("methods", ()):
         resolved.config(method=method)

@@ -3,6 +3,7 @@
 Layout under a results root (``results/<notebook>/runs`` by default)::
 
     <root>/<key>/config.json      the configuration that produced the run
+    <root>/<key>/artifacts.pt     tensors a method leaves behind, e.g. a learned client graph (optional)
     <root>/<key>/records.csv      tidy per-round, per-client records (written last, atomically)
     <root>/<key>/checkpoint.pt    the state of an unfinished run (removed once records exist)
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 
 from gflkit.engine import Checkpoint
 
@@ -60,12 +62,23 @@ class ResultStore:
         path = self.folder(config) / "records.csv"
         return pd.read_csv(path) if path.exists() else None
 
-    def save(self, config: dict[str, Any], records: pd.DataFrame) -> None:
-        """Store a finished run (config first, records last) and drop its checkpoint."""
+    def save(self, config: dict[str, Any], records: pd.DataFrame, artifacts: dict[str, Any] | None = None) -> None:
+        """Store a finished run (config and artifacts first, records last) and drop its checkpoint."""
         folder = self.folder(config)
         atomic_write_text(folder / "config.json", json.dumps(config, indent=2, sort_keys=True, default=str))
+        if artifacts:
+            tmp = folder / ".artifacts.pt.tmp"
+            torch.save(artifacts, tmp)
+            os.replace(tmp, folder / "artifacts.pt")
         atomic_write_text(folder / "records.csv", records.to_csv(index=False))
         self.checkpoint(config).path.unlink(missing_ok=True)
+
+    def load_artifacts(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The artifacts of a finished run ({} when it left none); raises if the run has not finished."""
+        if self.load(config) is None:
+            raise FileNotFoundError(f"no finished run for this config under {self.folder(config)}")
+        path = self.folder(config) / "artifacts.pt"
+        return torch.load(path, weights_only=True) if path.exists() else {}
 
     def checkpoint(self, config: dict[str, Any]) -> Checkpoint:
         """Where an unfinished run of ``config`` keeps its checkpoint."""

@@ -14,6 +14,9 @@ import torch
 MODEL_INIT = 2**32 + 1
 CLIENT_SAMPLING = 2**32 + 2
 TORCH_GLOBAL = 2**32 + 3
+FEDSKA_SERVER_INIT = 2**32 + 4
+FEDSKA_SERVER_NOISE = 2**32 + 5
+EDGE_SAMPLING = 2**32 + 6
 
 
 def derive_seed(seed: int, *keys: int) -> int:

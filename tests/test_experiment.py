@@ -88,3 +88,16 @@ def test_federation_matches_the_config():
 def test_bad_configs_are_rejected(change, message):
     with pytest.raises(ValueError, match=message):
         RunConfig(**{**SMALL, **change})
+
+
+def test_run_grid_concatenates_runs_with_their_columns_and_keeps_artifacts(tmp_path):
+    from gflkit.experiment import run_grid, stored_artifacts
+
+    store = ResultStore(tmp_path)
+    configs = [RunConfig(**{**SMALL, "method": "fedska", "method_options": {"k": 3}, "partition_options": {"shards_per_client": q}})
+               for q in (2, 5)]
+    records = run_grid(configs, store=store, device="cpu", columns=lambda c: {"q": c.partition_options["shards_per_client"]})
+    assert sorted(records["q"].unique()) == [2, 5]
+    assert len(records) == 2 * 10 * SMALL["rounds"]
+    adjacency = stored_artifacts(configs[0], store, "cpu")["adjacency"]
+    assert adjacency.shape == (10, 10) and torch.allclose(adjacency, adjacency.T, atol=1e-6)

@@ -54,3 +54,11 @@ def test_reused_optimizer_carries_no_momentum_from_one_client_to_the_next():
     busy.train(0, 1, busy.initial, config=config)
     after_other_client = busy.train(1, 1, busy.initial, config=config).vector
     assert torch.equal(after_other_client, fresh.train(1, 1, fresh.initial, config=config).vector)
+
+
+def test_client_metrics_equal_that_clients_entry_of_evaluate(federation):
+    trained = federation.train(1, 1, federation.initial).vector
+    for split in ("train", "test"):
+        everyone = federation.evaluate(trained, split=split)
+        for client in range(federation.num_clients):
+            assert federation.client_metrics(client, trained, split) == everyone[client]

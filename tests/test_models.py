@@ -3,8 +3,15 @@ import torch
 
 from gflkit.models import MODELS, build_model
 
+# models that take images (C, H, W); the sequence models are tested in test_models_extra.py
+IMAGE_MODELS = ["mclr", "mcmahan_cnn", "simple_cnn", "mobilenet_v2"]
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+
+def test_image_models_are_registered():
+    assert set(IMAGE_MODELS) <= set(MODELS)
+
+
+@pytest.mark.parametrize("name", IMAGE_MODELS)
 @pytest.mark.parametrize("shape", [(1, 28, 28), (3, 32, 32), (1, 8, 8)])
 def test_features_then_head_equals_forward(name, shape):
     model = build_model(name, shape, 10)

@@ -37,3 +37,13 @@ def test_quickstart_ci_profile_on_real_mnist(tmp_path, real_data_root):
     assert comparison["paper"].notna().all(), "every MNIST cell has a paper number beside it"
     for figure in ("learning_curves.png", "client_distribution.png", "partition.png"):
         assert (tmp_path / figure).stat().st_size > 10_000
+
+
+def test_dataset_available_names_the_missing_file_and_the_fix(tmp_path, monkeypatch):
+    from gflkit.notebooks import dataset_available
+
+    monkeypatch.setenv("GFLKIT_CACHE", str(tmp_path / "cache"))
+    available, message = dataset_available("cifar10", tmp_path)
+    assert not available
+    assert "cifar-10-python.tar.gz is missing" in message and "gflkit data fetch cifar10" in message
+    assert dataset_available("digits", tmp_path)[0], "embedded datasets need no files"

@@ -12,6 +12,7 @@ def test_fedska_table1_holds_the_papers_mnist_numbers():
     assert cell["value"].item() == pytest.approx(90.02)
     # 3 datasets x 3 settings (MNIST, CIFAR) + Shakespeare, 3 metrics, 8 methods
     assert len(table) == (3 + 3 + 1) * 3 * 8
+    assert len(reported("fedska", "table2")) == 8 * 3 and len(reported("fedska", "table3")) == 4
 
 
 def test_unknown_paper_or_table_is_rejected():

@@ -37,3 +37,12 @@ def test_bad_parameters_fail_with_one_clear_message(name, seeds, overrides, mess
 def test_unknown_method_in_the_sweep_is_rejected():
     with pytest.raises(ValueError, match="unknown method 'fedsgd'"):
         resolve_profile(PROFILES, "smoke", overrides={"methods": ["fedavg", "fedsgd"]})
+
+
+def test_per_method_options_apply_only_to_their_method():
+    from gflkit.profiles import Profile
+
+    profile = Profile("p", base=dict(dataset="digits", num_clients=5), method_options={"fedprox": {"mu": 0.5}})
+    assert profile.config(method="fedprox").method_options == {"mu": 0.5}
+    assert profile.config(method="fedavg").method_options == {}
+    assert profile.config(method="fedprox", method_options={"mu": 0.1}).method_options == {"mu": 0.1}

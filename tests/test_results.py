@@ -30,3 +30,17 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path):
     atomic_write_text(target, "world")
     assert target.read_text() == "world"
     assert [p.name for p in target.parent.iterdir()] == ["file.txt"]
+
+
+def test_artifacts_are_stored_beside_the_records(tmp_path):
+    import pytest
+    import torch
+
+    store = ResultStore(tmp_path)
+    config = {"method": "fedska", "seed": 1}
+    with pytest.raises(FileNotFoundError, match="no finished run"):
+        store.load_artifacts(config)
+    store.save(config, pd.DataFrame({"round": [1]}), {"adjacency": torch.eye(3)})
+    assert torch.equal(store.load_artifacts(config)["adjacency"], torch.eye(3))
+    store.save({"method": "fedavg"}, pd.DataFrame({"round": [1]}))
+    assert store.load_artifacts({"method": "fedavg"}) == {}

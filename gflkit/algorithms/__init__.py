@@ -4,11 +4,16 @@ from __future__ import annotations
 from typing import Any
 
 from gflkit.algorithms.base import Algorithm
+from gflkit.algorithms.ditto import Ditto
 from gflkit.algorithms.fedavg import FedAvg
 from gflkit.algorithms.fedprox import FedProx
+from gflkit.algorithms.fedska import FedSKA
+from gflkit.algorithms.fedu import FedU
+from gflkit.algorithms.ifca import IFCA
 from gflkit.algorithms.local import Local
+from gflkit.algorithms.sfl import SFL
 
-ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (Local, FedAvg, FedProx)}
+ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA)}
 
 
 def build_algorithm(name: str, **options: Any) -> Algorithm:
@@ -18,4 +23,4 @@ def build_algorithm(name: str, **options: Any) -> Algorithm:
     return ALGORITHMS[name](**options)
 
 
-__all__ = ["Algorithm", "ALGORITHMS", "build_algorithm", "FedAvg", "FedProx", "Local"]
+__all__ = ["Algorithm", "ALGORITHMS", "build_algorithm", "FedAvg", "FedProx", "Local", "Ditto", "IFCA", "FedU", "SFL", "FedSKA"]

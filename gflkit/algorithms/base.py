@@ -49,6 +49,9 @@ class Algorithm:
     def __init__(self, **options: Any):
         self.params = make_params(self.Params, options, self.name)
 
+    def check(self, num_clients: int) -> None:
+        """Reject hyper-parameters that do not fit a federation of ``num_clients`` (nothing by default)."""
+
     # --- server state -------------------------------------------------------------------------
     def setup(self, fed: Federation) -> None:
         """Initial server state: by default a global model equal to the common initial model."""
@@ -60,6 +63,10 @@ class Algorithm:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
+
+    def artifacts(self) -> dict[str, Tensor]:
+        """Tensors worth keeping after a run (e.g. a learned client graph), stored beside its records."""
+        return {}
 
     # --- one round ------------------------------------------------------------------------------
     def configure(self, fed: Federation, client: int) -> Tensor:

@@ -5,12 +5,18 @@ from typing import Any
 
 from gflkit.models.base import FeatureModel
 from gflkit.models.cnn import McMahanCNN, SimpleCNN
+from gflkit.models.lstm import CharLSTM
 from gflkit.models.mclr import MCLR
+from gflkit.models.mobilenet import MobileNetV2
+from gflkit.models.seq2seq import GRUSeq2Seq
 
 MODELS: dict[str, type[FeatureModel]] = {
     "mclr": MCLR,
     "mcmahan_cnn": McMahanCNN,
     "simple_cnn": SimpleCNN,
+    "mobilenet_v2": MobileNetV2,
+    "char_lstm": CharLSTM,
+    "gru_seq2seq": GRUSeq2Seq,
 }
 
 
@@ -21,4 +27,7 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, **opt
     return MODELS[name](tuple(input_shape), num_classes, **options)
 
 
-__all__ = ["FeatureModel", "MCLR", "McMahanCNN", "SimpleCNN", "MODELS", "build_model"]
+__all__ = [
+    "FeatureModel", "MCLR", "McMahanCNN", "SimpleCNN", "MobileNetV2", "CharLSTM", "GRUSeq2Seq", "MODELS",
+    "build_model",
+]

@@ -1,0 +1,118 @@
+import pandas as pd
+import pytest
+import torch
+
+from gflkit.algorithms import build_algorithm
+from gflkit.algorithms.fedska import StructureServer, client_feature, feature_gradient
+from gflkit.graphs.adjacency import sym_normalize
+from gflkit.graphs.given import given_graph
+from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.experiment import RunConfig
+from gflkit.federation import Federation
+
+from conftest import make_federation
+
+SMALL = {"k": 2, "structure_epochs": 2, "encoder_epochs": 2}
+
+
+def test_server_only_ever_receives_client_features_and_gradients(monkeypatch):
+    fed = make_federation(num_clients=4)
+    dim = fed.flat.module.feature_dim
+    seen = []
+    learn_graph, train_encoder = StructureServer.learn_graph, StructureServer.train_encoder
+
+    def spy_learn_graph(self, features, generator):
+        seen.append(("features", tuple(features.shape)))
+        return learn_graph(self, features, generator)
+
+    def spy_train_encoder(self, features, client_gradients):
+        seen.append(("features", tuple(features.shape)))
+
+        def spied_round_trip(structure):
+            gradients = client_gradients(structure)
+            seen.append(("gradients", tuple(gradients.shape)))
+            return gradients
+
+        return train_encoder(self, features, spied_round_trip)
+
+    monkeypatch.setattr(StructureServer, "learn_graph", spy_learn_graph)
+    monkeypatch.setattr(StructureServer, "train_encoder", spy_train_encoder)
+    algorithm = build_algorithm("fedska", **SMALL)
+    run_rounds(fed, algorithm, Schedule(2), progress=False)
+    assert seen and all(shape == (fed.num_clients, dim) for _, shape in seen)
+    assert {kind for kind, _ in seen} == {"features", "gradients"}
+    for value in vars(algorithm.server).values():
+        assert not isinstance(value, Federation)
+        if isinstance(value, torch.Tensor):
+            assert value.shape[-1] != fed.x.flatten(1).shape[1] or value.shape[0] == fed.num_clients
+
+
+def test_client_feature_is_the_mean_training_representation():
+    fed = make_federation()
+    fed.flat.load(fed.initial)
+    model = fed.flat.module.eval()
+    with torch.no_grad():
+        expected = model.features(fed.x[fed.train_indices[1]]).mean(0)
+    assert torch.allclose(client_feature(fed, 1), expected, atol=1e-6)
+
+
+def test_feature_gradient_matches_the_closed_form_of_a_linear_head():
+    fed = make_federation()
+    h = torch.rand(fed.flat.module.feature_dim)
+    gradient = feature_gradient(fed, 2, h)
+    head = fed.flat.module.classifier
+    labels = fed.y[fed.train_indices[2]]
+    label_mean = torch.nn.functional.one_hot(labels, head.out_features).float().mean(0)
+    expected = head.weight.T @ (torch.softmax(head(h), 0) - label_mean)  # d/dh of mean CE(Wh + b, y_i)
+    assert torch.allclose(gradient, expected.detach(), atol=1e-6)
+
+
+def test_structure_term_enters_local_training_from_round_two():
+    fed = make_federation()
+    algorithm = build_algorithm("fedska", **SMALL)
+    algorithm.setup(fed)
+    assert algorithm.structure is None
+    run_rounds(fed, algorithm, Schedule(1), progress=False)
+    assert algorithm.structure.shape == (fed.num_clients, fed.flat.module.feature_dim)
+    adjacency = algorithm.server.adjacency
+    assert torch.allclose(adjacency, adjacency.T, atol=1e-6) and (adjacency >= 0).all()
+    with_term = algorithm.client_update(fed, 0, 2).vector
+    plain = build_algorithm("fedska", **{**SMALL, "weight": 0.0})
+    plain.setup(fed)
+    plain.structure = algorithm.structure
+    assert not torch.allclose(with_term, plain.client_update(fed, 0, 2).vector)
+
+
+def test_given_graph_mode_uses_the_label_sharing_graph_without_learning():
+    fed = make_federation()
+    algorithm = build_algorithm("fedska", **SMALL, graph="given")
+    run_rounds(fed, algorithm, Schedule(2), progress=False)
+    assert algorithm.server.denoising_losses == [], "no structure learning with a given graph"
+    expected = sym_normalize(given_graph(fed) + torch.eye(fed.num_clients))
+    assert torch.allclose(algorithm.server.adjacency, expected)
+
+
+def test_resume_reproduces_fedska_exactly(tmp_path):
+    straight = run_rounds(make_federation(), build_algorithm("fedska", **SMALL), Schedule(4), progress=False)
+    ckpt = Checkpoint(tmp_path / "c.pt")
+    run_rounds(make_federation(), build_algorithm("fedska", **SMALL), Schedule(2, checkpoint_every=2), ckpt, progress=False)
+    resumed = run_rounds(make_federation(), build_algorithm("fedska", **SMALL), Schedule(4, checkpoint_every=2), ckpt,
+                         progress=False)
+    pd.testing.assert_frame_equal(straight, resumed)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"k": 100}, "k=100 must be smaller than the number of clients"),
+    ({"ratio": 0.0}, "ratio r must lie in"),
+    ({"ratio": 1.5}, "ratio r must lie in"),
+    ({"noise": "salt"}, "noise must be one of"),
+    ({"graph": "random"}, "graph must be one of"),
+])
+def test_bad_fedska_parameters_fail_with_clear_messages(options, message):
+    with pytest.raises(ValueError, match=message):
+        RunConfig(dataset="digits", num_clients=20, method="fedska", method_options=options)
+
+
+def test_unknown_dataset_fails_clearly():
+    with pytest.raises(ValueError, match="unknown dataset 'mnist-m'"):
+        RunConfig(dataset="mnist-m", num_clients=20, method="fedska", method_options={"k": 5})

@@ -97,9 +97,10 @@ class Checkpoint:
 
 
 def train_round(fed: Federation, algorithm: Algorithm, clients: Tensor, round: int) -> list[LocalResult]:
-    """Steps 2–3 of a round: every client in ``clients`` trains, then the server aggregates."""
+    """Steps 2–3 of a round: every client in ``clients`` trains and uploads, then the server aggregates."""
     results = [algorithm.client_update(fed, int(k), round) for k in clients]
-    algorithm.aggregate(fed, clients.to(fed.device), torch.stack([r.vector for r in results]), round)
+    received = fed.upload(clients, torch.stack([r.vector for r in results]), round)
+    algorithm.aggregate(fed, clients.to(fed.device), received, round)
     return results
 
 

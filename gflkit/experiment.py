@@ -17,6 +17,8 @@ import pandas as pd
 import torch
 
 from gflkit.algorithms import ALGORITHMS, build_algorithm
+from gflkit.algorithms.base import make_params
+from gflkit.channel import Channel
 from gflkit.data import SampleDataset, dataset_names, load_dataset
 from gflkit.data.partition import SCHEMES, ClientSplit, partition, split_by_marker, train_test_split
 from gflkit.engine import Schedule, run_rounds
@@ -47,7 +49,9 @@ class RunConfig:
             method's defaults, so it always lists every hyper-parameter).
         rounds, clients_per_round, eval_every: the schedule.
         local_epochs, batch_size, lr, momentum, weight_decay: local SGD.
-        seed: seeds partitioning, initialisation, sampling and minibatch order.
+        channel: the uplink's corruption of uploads, options of :class:`~gflkit.channel.Channel`
+            (``noise_scale`` s, ``missing_rate``; completed with its defaults: a perfect channel).
+        seed: seeds partitioning, initialisation, sampling, minibatch order and the channel's noise.
     """
 
     dataset: str
@@ -71,6 +75,7 @@ class RunConfig:
     weight_decay: float = 0.0
     task: str = "classification"
     data_options: dict[str, Any] = field(default_factory=dict)
+    channel: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -98,6 +103,7 @@ class RunConfig:
         algorithm.check(self.num_clients)
         # every hyper-parameter explicit: the same run written two ways shares one stored result
         object.__setattr__(self, "method_options", dataclasses.asdict(algorithm.params))
+        object.__setattr__(self, "channel", dataclasses.asdict(self.uplink()))
         self.train_config()
         self.schedule()
 
@@ -112,6 +118,10 @@ class RunConfig:
     def train_config(self) -> TrainConfig:
         """Local-training hyper-parameters."""
         return TrainConfig(self.local_epochs, self.batch_size, self.lr, self.momentum, self.weight_decay)
+
+    def uplink(self) -> Channel:
+        """The channel between clients and server."""
+        return make_params(Channel, self.channel, "the channel")
 
     def schedule(self, checkpoint_every: int = 0) -> Schedule:
         """The round schedule."""
@@ -166,7 +176,7 @@ def build_federation(
     return Federation(
         data.x, data.y, split.train, split.test, model, build_task(config.task, **data.info.get("task_options", {})),
         config.train_config(), seed=config.seed, device=resolve_device(device),
-        client_graph=client_graph(data, config, split),
+        client_graph=client_graph(data, config, split), channel=config.uplink(),
     )
 
 

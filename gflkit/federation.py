@@ -19,6 +19,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from gflkit.channel import Channel
 from gflkit.models.base import FeatureModel
 from gflkit.seeding import TORCH_GLOBAL, derive_seed, generator, seed_global_rng
 from gflkit.state import FlatModule, Layout
@@ -48,6 +49,7 @@ class Federation:
         eval_batch_size: batch size of evaluation passes.
         client_graph: a ``K × K`` graph over the clients that comes with the data (METR-LA's road
             network between sensor clients), or ``None``; methods may use it as their given graph.
+        channel: the uplink that corrupts uploads before aggregation (perfect by default).
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class Federation:
         device: torch.device | str = "cpu",
         eval_batch_size: int = 2048,
         client_graph: Tensor | None = None,
+        channel: Channel = Channel(),
     ):
         if len(train_indices) != len(test_indices):
             raise ValueError(
@@ -88,6 +91,8 @@ class Federation:
         self.initial = self.flat.vector.detach().clone()
         self.models = self.initial.repeat(self.num_clients, 1)
         self.global_model: Tensor | None = None
+        self.channel = channel
+        self.upload_mask: Tensor | None = None  # entries received in the latest upload (None: all)
         self._optimizers: dict[TrainConfig, torch.optim.SGD] = {}
 
     @property
@@ -141,6 +146,15 @@ class Federation:
             self._optimizer(config),
         )
         return LocalResult(self.flat.vector.detach().clone(), loss)
+
+    def upload(self, clients: Tensor, vectors: Tensor, round: int) -> Tensor:
+        """What the server receives when ``clients`` upload the rows of ``vectors`` through the channel.
+
+        Sets :attr:`upload_mask` (rows aligned with ``clients``; ``None`` when no entry was lost).
+        """
+        reference_scale = float(self.initial.abs().mean())
+        received, self.upload_mask = self.channel.transmit(vectors, clients, round, self.seed, reference_scale)
+        return received
 
     def _optimizer(self, config: TrainConfig) -> torch.optim.SGD:
         """The working module's optimiser for ``config``, built once and emptied before each use."""

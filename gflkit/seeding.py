@@ -17,6 +17,7 @@ TORCH_GLOBAL = 2**32 + 3
 FEDSKA_SERVER_INIT = 2**32 + 4
 FEDSKA_SERVER_NOISE = 2**32 + 5
 EDGE_SAMPLING = 2**32 + 6
+UPLOAD_CHANNEL = 2**32 + 7
 
 
 def derive_seed(seed: int, *keys: int) -> int:

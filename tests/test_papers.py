@@ -15,6 +15,14 @@ def test_fedska_table1_holds_the_papers_mnist_numbers():
     assert len(reported("fedska", "table2")) == 8 * 3 and len(reported("fedska", "table3")) == 4
 
 
+def test_jgesr_table1_holds_the_papers_numbers():
+    table = reported("jgesr", "table1")
+    assert set(table["method"]) == {"pdca", "two_step", "fedavg", "fedprox", "cfl", "fedamp", "pfedgraph"}
+    assert len(table) == 7 * 2 * 2  # methods x datasets x noise levels
+    cell = table.query("dataset == 'cifar10' and setting == 's_0.2' and method == 'pdca'")
+    assert cell["value"].item() == pytest.approx(78.04)
+
+
 def test_unknown_paper_or_table_is_rejected():
     with pytest.raises(ValueError, match="available"):
         reported("nonexistent")

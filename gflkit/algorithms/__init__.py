@@ -4,16 +4,21 @@ from __future__ import annotations
 from typing import Any
 
 from gflkit.algorithms.base import Algorithm
+from gflkit.algorithms.cfl import CFL
 from gflkit.algorithms.ditto import Ditto
+from gflkit.algorithms.fedamp import FedAMP
 from gflkit.algorithms.fedavg import FedAvg
 from gflkit.algorithms.fedprox import FedProx
 from gflkit.algorithms.fedska import FedSKA
 from gflkit.algorithms.fedu import FedU
 from gflkit.algorithms.ifca import IFCA
 from gflkit.algorithms.local import Local
+from gflkit.algorithms.pfedgraph import PFedGraph
 from gflkit.algorithms.sfl import SFL
 
-ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA)}
+ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
+    Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA, CFL, FedAMP, PFedGraph
+)}
 
 
 def build_algorithm(name: str, **options: Any) -> Algorithm:
@@ -23,4 +28,7 @@ def build_algorithm(name: str, **options: Any) -> Algorithm:
     return ALGORITHMS[name](**options)
 
 
-__all__ = ["Algorithm", "ALGORITHMS", "build_algorithm", "FedAvg", "FedProx", "Local", "Ditto", "IFCA", "FedU", "SFL", "FedSKA"]
+__all__ = [
+    "Algorithm", "ALGORITHMS", "build_algorithm",
+    "FedAvg", "FedProx", "Local", "Ditto", "IFCA", "FedU", "SFL", "FedSKA", "CFL", "FedAMP", "PFedGraph",
+]

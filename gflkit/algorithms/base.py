@@ -29,14 +29,15 @@ class NoParams:
     """Hyper-parameters of a method that has none."""
 
 
-def make_params(params_type: type, options: dict[str, Any], method: str) -> Any:
-    """Build ``params_type`` from ``options``, rejecting unknown names with the list of valid ones."""
+def make_params(params_type: type, options: dict[str, Any], owner: str) -> Any:
+    """Build ``params_type`` from ``options``, rejecting unknown names with the list of valid ones.
+
+    ``owner`` names what the options are for in the message, e.g. ``"method 'fedprox'"``.
+    """
     valid = {f.name for f in dataclasses.fields(params_type)}
     unknown = sorted(set(options) - valid)
     if unknown:
-        raise ValueError(
-            f"unknown option(s) {unknown} for method {method!r}; valid options: {sorted(valid) or 'none'}"
-        )
+        raise ValueError(f"unknown option(s) {unknown} for {owner}; valid options: {sorted(valid) or 'none'}")
     return params_type(**options)
 
 
@@ -47,7 +48,7 @@ class Algorithm:
     Params: ClassVar[type] = NoParams
 
     def __init__(self, **options: Any):
-        self.params = make_params(self.Params, options, self.name)
+        self.params = make_params(self.Params, options, f"method {self.name!r}")
 
     def check(self, num_clients: int) -> None:
         """Reject hyper-parameters that do not fit a federation of ``num_clients`` (nothing by default)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from gflkit.algorithms.base import Algorithm
-from gflkit.federation import Federation
+from gflkit.federation import Federation, LocalResult
 
 
 class Local(Algorithm):
@@ -21,5 +21,10 @@ class Local(Algorithm):
     def configure(self, fed: Federation, client: int) -> Tensor:
         return fed.models[client]
 
+    def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
+        result = super().client_update(fed, client, round)
+        fed.models[client] = result.vector  # kept on the client: no upload channel touches it
+        return result
+
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
-        fed.models[clients] = updates
+        """Nothing to aggregate: the models stayed on their clients."""

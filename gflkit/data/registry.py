@@ -3,7 +3,8 @@
 Layout
 ------
 Raw files live under a *data root* as ``<root>/<name>/raw/<canonical file names>``, e.g.
-``<root>/mnist/raw/train-images-idx3-ubyte.gz`` or ``<root>/shakespeare/raw/tff/shakespeare_train.h5``.
+``<root>/mnist/raw/train-images-idx3-ubyte.gz`` or ``<root>/shakespeare/raw/tff/shakespeare_train.h5``
+(a spec's ``folder`` may replace ``<name>``: the Planetoid graphs follow PyG's ``planetoid/Cora/raw/``).
 The root is the ``root=`` argument, else the environment variable ``GFLKIT_DATA``, else ``./data``.
 The root may be read-only (a shared copy); nothing is ever written into a read-only root.
 
@@ -11,7 +12,9 @@ Every raw file is pinned by its sha256 (:class:`RawFile`); a dataset is a :class
 canonical source, how to obtain the files, the loader). :func:`load_dataset` makes sure the files are
 present (downloading missing ones when allowed and online), verifies their sha256 *before* they are
 parsed (CIFAR's python archives are pickles: they are only unpickled after the archive matched), converts
-them to tensors once and caches the converted form with :func:`torch.save`.
+them to tensors once and caches the converted form with :func:`torch.save`. Graph datasets
+(``kind="graph"``) are loaded the same way by :func:`load_graph`, which returns a
+:class:`torch_geometric.data.Data`.
 
 Converted-tensor cache
 ----------------------
@@ -49,16 +52,19 @@ import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
 from gflkit.data.dataset import SampleDataset
 
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
+
 __all__ = [
     "ChecksumError", "DataError", "DatasetNotFoundError", "DatasetSpec", "DownloadError", "FileStatus",
     "RawFile", "UnknownDatasetError", "atomic_write", "cache_dir", "cached_conversion", "data_root",
-    "dataset_names", "download_files", "fetch_dataset", "get_spec", "is_writable", "load_dataset",
+    "dataset_names", "download_files", "fetch_dataset", "get_spec", "is_writable", "load_dataset", "load_graph",
     "register", "registered", "reject_options", "require_files", "sha256_file", "verify_dataset",
 ]
 
@@ -143,30 +149,37 @@ class DatasetSpec:
     """A registered dataset: its raw files, canonical source and loader.
 
     Attributes:
-        name: registry name (``load_dataset(name)``); also the folder name under the data root.
+        name: registry name (``load_dataset(name)``); also the folder name under the data root unless
+            ``folder`` is set.
         description: one line shown by ``gflkit data list``.
         source: canonical source URL.
         files: the raw files the registry expects (exactly these; subsets are pinned as such).
-        loader: ``loader(spec, root, download=..., **options) -> SampleDataset``.
+        loader: ``loader(spec, root, download=..., **options)``, returning a :class:`SampleDataset`
+            (``kind="samples"``) or a :class:`torch_geometric.data.Data` (``kind="graph"``).
         obtain: how to obtain the files when they cannot be downloaded (shown in errors).
         license: licence as commonly stated.
         embedded: True when the data ship with a dependency and need no files (``digits``).
         format_version: version of the converted-tensor format (part of the cache key).
+        kind: ``"samples"`` (:func:`load_dataset`) or ``"graph"`` (:func:`load_graph`).
+        folder: the folder under the data root when it differs from ``name`` (e.g. ``planetoid/Cora``,
+            PyG's layout); empty means ``name``.
     """
 
     name: str
     description: str
     source: str
     files: tuple[RawFile, ...] = ()
-    loader: Callable[..., SampleDataset] | None = field(default=None, compare=False, repr=False)
+    loader: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
     obtain: str = ""
     license: str = ""
     embedded: bool = False
     format_version: int = 1
+    kind: str = "samples"
+    folder: str = ""
 
     def raw_dir(self, root: str | Path | None = None) -> Path:
-        """``<root>/<name>/raw``."""
-        return data_root(root) / self.name / "raw"
+        """``<root>/<folder or name>/raw``."""
+        return data_root(root) / (self.folder or self.name) / "raw"
 
     def files_in(self, group: str | None = None) -> tuple[RawFile, ...]:
         """The raw files of one group (variant), or all of them when ``group`` is None."""
@@ -560,7 +573,7 @@ def _not_found_message(spec: DatasetSpec, root: Path, missing: Sequence[RawFile]
         names += f" and {len(missing) - 4} more of {len(spec.files)} expected"
     head = (f"dataset '{spec.name}': raw file{'s' if len(missing) > 1 else ''} {names} not found under data "
             f"root '{root}' (looked in {spec.raw_dir(root)}).")
-    example = f"{spec.name}/raw/{missing[0].path}"
+    example = f"{spec.folder or spec.name}/raw/{missing[0].path}"
     fixes = [f"set GFLKIT_DATA to a folder holding {example}", "pass root=... (CLI: --root ...)"]
     if all(r.downloadable for r in missing):
         fixes.append(f"or connect to the internet and run `gflkit data fetch {spec.name}` (downloads are verified "
@@ -684,13 +697,50 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Tru
 
     Raises:
         UnknownDatasetError: ``name`` is not registered (the message lists the known names).
+        ValueError: ``name`` is a graph dataset (use :func:`load_graph`).
         DatasetNotFoundError: raw files are missing and could not be downloaded.
         ChecksumError: a raw file does not match its pinned sha256.
         TypeError: an option the loader does not know.
     """
-    spec = get_spec(name)
+    spec = _spec_of_kind(name, "samples")
     assert spec.loader is not None
     return spec.loader(spec, data_root(root), download=download, **options)
+
+
+def load_graph(name: str, root: str | Path | None = None, download: bool = True, **options: Any) -> Data:
+    """Load a registered graph dataset as one :class:`torch_geometric.data.Data`.
+
+    The graph has ``x`` (``float32`` node features), ``edge_index`` (undirected: both directions of every
+    edge, no self-loops, no duplicates, sorted), ``y`` (``int64`` labels), ``num_classes`` (int) and
+    ``name``; datasets with an official split also carry ``train_mask`` / ``val_mask`` / ``test_mask``.
+    Raw files and the cache work exactly as for :func:`load_dataset`.
+
+    Args:
+        name: a graph dataset (``cora``, ``citeseer``, ``pubmed``, ``cora_full``, ``polblogs``; see
+            :func:`dataset_names` and :mod:`gflkit.data.loaders`).
+        root: data root holding the raw files; default ``$GFLKIT_DATA``, else ``./data``.
+        download: download missing files when they have a URL and the network is reachable.
+        **options: loader options (e.g. ``largest_component=False`` for ``polblogs``).
+
+    Raises:
+        UnknownDatasetError: ``name`` is not registered.
+        ValueError: ``name`` is a sample dataset (use :func:`load_dataset`).
+        DatasetNotFoundError, ChecksumError, TypeError: as for :func:`load_dataset`.
+    """
+    spec = _spec_of_kind(name, "graph")
+    assert spec.loader is not None
+    return spec.loader(spec, data_root(root), download=download, **options)
+
+
+def _spec_of_kind(name: str, kind: str) -> DatasetSpec:
+    """The spec of ``name``, or a ValueError naming the right entry point when it is of another kind."""
+    spec = get_spec(name)
+    if spec.kind != kind:
+        entry = {"samples": "load_dataset", "graph": "load_graph"}[spec.kind]
+        same = sorted(n for n in dataset_names() if get_spec(n).kind == kind)
+        raise ValueError(f"dataset {name!r} is a {spec.kind} dataset: load it with {entry}({name!r}); "
+                         f"{kind} datasets are: {', '.join(same)}")
+    return spec
 
 
 def reject_options(spec: DatasetSpec, options: Mapping[str, Any], allowed: Sequence[str] = ()) -> None:

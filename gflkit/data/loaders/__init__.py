@@ -8,7 +8,28 @@
 | ``shakespeare`` | :mod:`.shakespeare` | TFF HDF5 (``source="tff"``) or LEAF json (``source="leaf"``) |
 | ``metr_la`` | :mod:`.metr_la` | DCRNN's ``metr-la.h5`` (pandas HDF) and sensor graph (``adj_mx.npz``) |
 | ``digits`` | :mod:`.digits` | none: scikit-learn's embedded 8×8 digits |
-"""
-from gflkit.data.loaders import cifar, digits, femnist, metr_la, mnist, shakespeare  # noqa: F401
 
-__all__ = ["cifar", "digits", "femnist", "metr_la", "mnist", "shakespeare"]
+Graph datasets (``load_graph``):
+
+| name | module | raw files |
+|---|---|---|
+| ``cora``, ``citeseer``, ``pubmed`` | :mod:`.planetoid` | Planetoid's ``ind.<name>.*`` (pickles, verified first) |
+| ``cora_full`` | :mod:`.citation_full` | graph2gauss ``cora.npz`` |
+| ``polblogs`` | :mod:`.polblogs` | Nettack ``polblogs.npz`` (+ Newman's ``polblogs.gml``) |
+| ``flickr`` | :mod:`.flickr` | GraphSAINT files; not registered until pinned (:func:`.flickr.flickr_spec`) |
+"""
+from gflkit.data.loaders import (  # noqa: F401
+    cifar,
+    citation_full,
+    digits,
+    femnist,
+    flickr,
+    metr_la,
+    mnist,
+    planetoid,
+    polblogs,
+    shakespeare,
+)
+
+__all__ = ["cifar", "citation_full", "digits", "femnist", "flickr", "metr_la", "mnist", "planetoid", "polblogs",
+           "shakespeare"]

@@ -12,12 +12,13 @@ from gflkit.algorithms.fedprox import FedProx
 from gflkit.algorithms.fedska import FedSKA
 from gflkit.algorithms.fedu import FedU
 from gflkit.algorithms.ifca import IFCA
+from gflkit.algorithms.jgesr import JGESR, TwoStep
 from gflkit.algorithms.local import Local
 from gflkit.algorithms.pfedgraph import PFedGraph
 from gflkit.algorithms.sfl import SFL
 
 ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
-    Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA, CFL, FedAMP, PFedGraph
+    Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA, CFL, FedAMP, PFedGraph, JGESR, TwoStep
 )}
 
 
@@ -31,4 +32,5 @@ def build_algorithm(name: str, **options: Any) -> Algorithm:
 __all__ = [
     "Algorithm", "ALGORITHMS", "build_algorithm",
     "FedAvg", "FedProx", "Local", "Ditto", "IFCA", "FedU", "SFL", "FedSKA", "CFL", "FedAMP", "PFedGraph",
+    "JGESR", "TwoStep",
 ]

@@ -105,16 +105,26 @@ class JointProblem:
         self.mask = None if mask is None else mask.double()
         self.params = params
         self.space = EdgeSpace(received.shape[0], received.device)
+        self._distances_of: tuple[Tensor, Tensor] | None = None  # (models, u(models)) of the latest call
 
     def residual(self, models: Tensor) -> Tensor:
         r""":math:`M \odot \Psi - \tilde X`."""
         return (models if self.mask is None else models * self.mask) - self.received
 
     def distances(self, models: Tensor) -> Tensor:
-        r""":math:`u(\Psi) = \mathrm{upper}(\mathcal D(\Psi))`, :math:`\mathcal D_{mn} = \frac12\lVert\psi_m - \psi_n\rVert^2`."""
+        r""":math:`u(\Psi) = \mathrm{upper}(\mathcal D(\Psi))`, :math:`\mathcal D_{mn} = \frac12\lVert\psi_m - \psi_n\rVert^2`.
+
+        Every solver step asks for the distances of the same iterate several times; the ``K × K`` Gram
+        matrix is the step's main cost with ``d`` large, so the latest result is kept (iterates are new
+        tensors, never modified in place).
+        """
+        if self._distances_of is not None and self._distances_of[0] is models:
+            return self._distances_of[1]
         gram = models @ models.T
         squared = gram.diagonal()
-        return (0.5 * (squared[:, None] + squared[None, :] - 2.0 * gram)).clamp(min=0.0)[tuple(self.space.pairs)]
+        distances = (0.5 * (squared[:, None] + squared[None, :] - 2.0 * gram)).clamp(min=0.0)[tuple(self.space.pairs)]
+        self._distances_of = (models, distances)
+        return distances
 
     def fidelity(self, models: Tensor) -> float:
         r""":math:`\frac{\mu}{2}\lVert M\odot\Psi - \tilde X\rVert_Z^2`."""
@@ -203,14 +213,17 @@ def pdca(problem: JointProblem, models: Tensor, edges: Tensor) -> Restoration:
         linearised = problem.concave_gradient(models, edges)
         next_momentum = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * momentum**2))
         weight = (momentum - 1.0) / next_momentum if params.extrapolate else 0.0
-        value = math.inf
+        accepted = False
         if weight > 0:
             start = (models + weight * (models - previous_models), edges + weight * (edges - previous_edges))
             new_models, new_edges, rho = proximal_step(problem, *start, linearised, rho)
             value = problem.objective(new_models, new_edges)
-        if value > history[-1]:  # no extrapolation, or it would raise F: Algorithm 1's plain step
+            accepted = value <= history[-1]
+            if not accepted:  # the extrapolated step would raise F: restart the momentum
+                next_momentum = 1.0
+        if not accepted:  # Algorithm 1's plain step
             new_models, new_edges, rho = proximal_step(problem, models, edges, linearised, rho)
-            value, next_momentum = problem.objective(new_models, new_edges), 1.0
+            value = problem.objective(new_models, new_edges)
         history.append(value)
         moved = float((new_models - models).norm())
         previous_models, previous_edges, momentum = models, edges, next_momentum

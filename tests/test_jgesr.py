@@ -1,0 +1,70 @@
+import pytest
+import torch
+
+from gflkit.algorithms import build_algorithm
+from gflkit.channel import Channel
+from gflkit.engine import Schedule, run_rounds
+from gflkit.graphs.jgesr import JGESRParams, restore
+
+from conftest import make_federation
+
+
+def noisy_federation(missing_rate: float = 0.0):
+    fed = make_federation(num_clients=5)
+    fed.channel = Channel(noise_scale=0.1, missing_rate=missing_rate)
+    return fed
+
+
+@pytest.mark.parametrize("method", ["pdca", "two_step"])
+def test_the_server_restores_what_it_received_and_clients_start_from_their_restored_model(method):
+    fed = noisy_federation()
+    algorithm = build_algorithm(method, max_iter=200)
+    algorithm.setup(fed)
+    clients = torch.arange(5)
+    updates = fed.models + 0.01 * torch.randn(fed.models.shape, generator=torch.Generator().manual_seed(0))
+    received = fed.upload(clients, updates, round=1)
+    algorithm.aggregate(fed, clients, received, round=1)
+    expected = restore(received, fed.num_train, None, JGESRParams(max_iter=200), method)
+    assert torch.allclose(fed.models, expected.models)
+    assert torch.equal(algorithm.configure(fed, 3), fed.models[3])
+    graph = algorithm.artifacts()["adjacency"]
+    assert torch.equal(graph, graph.T) and bool((graph >= 0).all()) and bool((graph.diagonal() == 0).all())
+
+
+def test_lost_entries_reach_the_server_as_a_mask_that_is_kept_per_client():
+    fed = noisy_federation(missing_rate=0.2)
+    algorithm = build_algorithm("pdca", max_iter=50)
+    algorithm.setup(fed)
+    clients = torch.tensor([1, 3])
+    received = fed.upload(clients, fed.models[clients].clone(), round=1)
+    algorithm.aggregate(fed, clients, received, round=1)
+    assert torch.equal(algorithm.mask[clients], fed.upload_mask)
+    assert bool(algorithm.mask[[0, 2, 4]].all())  # clients not sampled keep their last (complete) rows
+    assert 0.7 < float(fed.upload_mask.double().mean()) < 0.9
+
+
+def test_local_loss_is_the_proximal_term_to_the_restored_model():
+    fed = make_federation(num_clients=3)
+    algorithm = build_algorithm("pdca", mu=2.0)
+    algorithm.setup(fed)
+    fed.models[1] = fed.flat.vector + 0.5  # the working model sits 0.5 from client 1's restored model
+    step = type("Step", (), {"client": 1, "round": 2})()
+    expected = 0.5 * 2.0 * (fed.flat.vector - fed.models[1]).pow(2).sum()  # MCLR: every entry is a parameter
+    assert torch.allclose(algorithm.local_loss(fed, step), expected)
+
+
+@pytest.mark.parametrize("method", ["pdca", "two_step"])
+def test_jgesr_trains_under_channel_noise_and_records_a_decreasing_objective(method):
+    fed = noisy_federation(missing_rate=0.05)
+    start = sum(m["accuracy"] for m in fed.evaluate(fed.initial)) / fed.num_clients
+    algorithm = build_algorithm(method)
+    records = run_rounds(fed, algorithm, Schedule(4), progress=False)
+    assert records[records["round"] == 4]["accuracy"].mean() > start
+    objective = algorithm.artifacts()["objective"]
+    assert bool((objective[1:] <= objective[:-1] + 1e-9 * objective[:-1].abs()).all())
+    assert objective[-1] < objective[0]
+
+
+def test_jgesr_needs_two_clients():
+    with pytest.raises(ValueError, match="needs at least 2"):
+        build_algorithm("pdca").check(1)

@@ -32,6 +32,7 @@ reproduce:
 
 bench:
 	$(PY) benchmarks/round_overhead.py
+	$(PY) benchmarks/pdca_aggregation.py
 
 clean:
 	rm -rf results .pytest_cache

@@ -67,3 +67,16 @@ def test_fedska_ci_profile_on_real_mnist(tmp_path, real_data_root):
     assert len(claims) == 9 and set(claims["verdict"]) <= {"reproduced", "not reproduced"}
     for figure in ("figure3_learning_curves.png", "figure4_k_sensitivity.png", "figure5_learned_graph.png"):
         assert (tmp_path / figure).stat().st_size > 10_000
+
+
+def test_jgesr_notebook_writes_table1_figures_and_claims(tmp_path):
+    execute("jgesr", "smoke", tmp_path, {"overrides": {"rounds": 2}})
+    table1 = pd.read_csv(tmp_path / "table1_paper_vs_measured.csv")
+    assert set(table1["method"]) == {"pdca", "two_step", "fedavg", "fedprox", "cfl", "fedamp", "pfedgraph"}
+    assert set(table1["setting"]) == {"s_0.1", "s_0.2"} and table1["paper"].notna().all()
+    assert sorted(pd.read_csv(tmp_path / "figure4_missing.csv")["missing"]) == [0.0, 0.1]
+    claims = pd.read_csv(tmp_path / "claims.csv")
+    assert len(claims) == 5 and set(claims["verdict"]) <= {"reproduced", "not reproduced"}
+    for figure in ("figure3_accuracy_per_round.png", "figure4_missing_rates.png", "learned_graph_vs_labels.png",
+                   "pdca_objective.png"):
+        assert (tmp_path / figure).stat().st_size > 10_000

@@ -46,3 +46,17 @@ def test_per_method_options_apply_only_to_their_method():
     assert profile.config(method="fedprox").method_options == {"mu": 0.5}
     assert profile.config(method="fedavg").method_options == {}
     assert profile.config(method="fedprox", method_options={"mu": 0.1}).method_options == {"mu": 0.1}
+
+
+@pytest.mark.parametrize("name", ["smoke", "ci", "paper"])
+def test_jgesr_profiles_are_valid_and_follow_the_papers_setting(name):
+    from gflkit.papers.jgesr import PROFILES as JGESR_PROFILES
+
+    profile = resolve_profile(JGESR_PROFILES, name)
+    config = profile.config(method="pdca")
+    assert config.num_clients == 20 and config.partition == "dirichlet" and config.partition_options["alpha"] == 0.05
+    assert config.test_ratio == 0.25 and config.model == "simple_cnn"
+    assert tuple(profile.sweep["noise"]) == (0.1, 0.2)
+    if name == "paper":
+        assert (config.rounds, config.local_epochs, len(profile.seeds)) == (30, 5, 10)
+        assert len(profile.sweep["missing"]) == 11 and max(profile.sweep["missing"]) == 0.1

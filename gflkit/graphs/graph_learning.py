@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from torch import Tensor
@@ -30,10 +31,11 @@ class EdgeSpace:
         if self.num_nodes < 2:
             raise ValueError(f"a graph to learn needs at least 2 nodes, got {self.num_nodes}")
 
-    @property
-    def pairs(self) -> Tensor:
-        """``2 × K(K-1)/2`` node indices of the pairs."""
-        return torch.triu_indices(self.num_nodes, self.num_nodes, offset=1, device=self.device)
+    @cached_property
+    def pairs(self) -> tuple[Tensor, Tensor]:
+        """Row and column indices of the ``K(K-1)/2`` pairs (computed once: solvers ask every iteration)."""
+        rows, cols = torch.triu_indices(self.num_nodes, self.num_nodes, offset=1, device=self.device)
+        return rows, cols
 
     def upper(self, matrix: Tensor) -> Tensor:
         r""":math:`\mathrm{upper}(A)`, the strictly upper-triangular entries of ``matrix`` as a vector."""

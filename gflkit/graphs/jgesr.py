@@ -122,7 +122,7 @@ class JointProblem:
             return self._distances_of[1]
         gram = models @ models.T
         squared = gram.diagonal()
-        distances = (0.5 * (squared[:, None] + squared[None, :] - 2.0 * gram)).clamp(min=0.0)[tuple(self.space.pairs)]
+        distances = (0.5 * (squared[:, None] + squared[None, :] - 2.0 * gram)).clamp(min=0.0)[self.space.pairs]
         self._distances_of = (models, distances)
         return distances
 

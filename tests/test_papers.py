@@ -42,3 +42,17 @@ def test_paper_vs_measured_keeps_measured_rows_and_computes_difference():
 def test_claims_table_reports_verdicts():
     table = claims_table([Claim("a", True, "x", "smoke"), Claim("b", False, "y", "ci")])
     assert table["verdict"].tolist() == ["reproduced", "not reproduced"]
+
+
+def test_fedvgae_tables_hold_the_papers_numbers():
+    link = reported("fedvgae", "table3")
+    assert set(link["dataset"]) == {"cora_full", "cora", "pubmed", "citeseer", "polblogs"}
+    assert len(link) == 8 * 5 * 2  # methods x datasets x (AUC, AP)
+    cell = link.query("dataset == 'citeseer' and method == 'gcfl' and metric == 'ap'")
+    assert cell["value"].item() == pytest.approx(0.8741)
+    nodes = reported("fedvgae", "table4")
+    assert len(nodes) == 8 * 4 and nodes.query("dataset == 'flickr' and method == 'local'")["value"].item() == 0.4920
+    shared = reported("fedvgae", "table5").query("dataset == 'cora' and method == 'fedvgae'")
+    assert shared.set_index("setting")["value"].to_dict() == {"encoder": 0.8306, "all": 0.7112}
+    assert len(reported("fedvgae", "table6")) == 3 * 4
+    assert len(reported("fedvgae", "table7")) == 3 * 7 and len(reported("fedvgae", "table8")) == 3 * 6

@@ -22,7 +22,7 @@ from gflkit.algorithms import build_algorithm
 from gflkit.engine import train_round
 from gflkit.experiment import RunConfig, build_federation
 from gflkit.seeding import generator
-from gflkit.training import local_sgd
+from gflkit.training import local_sgd, minibatches
 
 
 def centralised_epoch(fed, repeat: int) -> float:
@@ -30,7 +30,9 @@ def centralised_epoch(fed, repeat: int) -> float:
     train = torch.cat(fed.train_indices)
     fed.flat.load(fed.initial)
     start = time.perf_counter()
-    local_sgd(fed.flat, fed.task.loss, fed.x, fed.y, train, fed.train_config, generator(0, repeat))
+    order = generator(0, repeat)
+    local_sgd(fed.flat, fed.task.loss, lambda: minibatches(fed.x, fed.y, train, fed.train_config.batch_size, order),
+              fed.train_config)
     return time.perf_counter() - start
 
 

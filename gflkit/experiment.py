@@ -2,6 +2,10 @@
 
 ``RunConfig`` → load the dataset → partition it into clients → split each client 80/20 (or by the
 source's own marker) → build the model, the federation and the method → :func:`~gflkit.engine.run_rounds`.
+A graph dataset (``cora``, ``citeseer``, ``polblogs``, ...) instead becomes K subgraph clients
+(:func:`~gflkit.data.subgraphs.make_subgraph_clients`: ``louvain`` or ``metis``, per-client node and link
+splits) in a :class:`~gflkit.federation.GraphFederation`, for the ``link_prediction`` or
+``node_classification`` task; everything after that is the same engine.
 With a :class:`~gflkit.results.ResultStore`, a finished run is read back instead of recomputed and an
 interrupted one resumes from its checkpoint.
 """
@@ -19,14 +23,15 @@ import torch
 from gflkit.algorithms import ALGORITHMS, build_algorithm
 from gflkit.algorithms.base import make_params
 from gflkit.channel import Channel
-from gflkit.data import SampleDataset, dataset_names, load_dataset
+from gflkit.data import SampleDataset, dataset_names, get_spec, load_dataset, load_graph
 from gflkit.data.partition import SCHEMES, ClientSplit, partition, split_by_marker, train_test_split
+from gflkit.data.subgraphs import PARTITIONERS, ClientGraph, make_subgraph_clients
 from gflkit.engine import Schedule, run_rounds
-from gflkit.federation import Federation
+from gflkit.federation import Federation, GraphFederation
 from gflkit.models import MODELS, build_model
 from gflkit.results import ResultStore
 from gflkit.seeding import MODEL_INIT, derive_seed
-from gflkit.tasks import TASKS, build_task
+from gflkit.tasks import GRAPH_TASKS, TASKS, build_task
 from gflkit.training import TrainConfig
 
 POOLS = ("all", "train")
@@ -37,25 +42,33 @@ class RunConfig:
     """Everything that determines a run's numbers (besides the device).
 
     Attributes:
-        dataset: a registered dataset name (``gflkit data list``).
-        num_clients: number of clients K (ignored by the ``natural`` partition, which has one per user).
-        partition: ``iid``, ``shards`` (label shards, option ``shards_per_client``), ``dirichlet``
-            (option ``alpha``) or ``natural`` (LEAF users).
+        dataset: a registered dataset name (``gflkit data list``): a sample or a graph dataset.
+        num_clients: number of clients K (ignored by the ``natural`` partition, which has one per user;
+            10 by default, the subgraph-FL papers' setting).
+        partition: samples: ``iid``, ``shards`` (label shards, option ``shards_per_client``),
+            ``dirichlet`` (option ``alpha``) or ``natural`` (LEAF users). Graphs: ``louvain`` or
+            ``metis`` subgraphs, options of :func:`~gflkit.data.subgraphs.make_subgraph_clients`
+            (``train_ratio`` / ``val_ratio`` of the nodes, 0.2 / 0.4; ``link_val_ratio`` /
+            ``link_test_ratio`` of the edges, 0.05 / 0.10).
         pool: which source samples are partitioned: ``all`` (official train + test pooled, as FedSKA
             does before its per-client 80/20 split) or ``train``.
         max_samples: optional random subsample of the pool (reduced profiles); None keeps everything.
-        test_ratio: per-client test fraction; None uses the source's own per-user split (LEAF).
+        test_ratio: per-client test fraction; None uses the source's own per-user split (LEAF). Not used
+            by graph datasets (their splits are ``partition_options``).
         model, method: registered names, with their options (``method_options`` is completed with the
             method's defaults, so it always lists every hyper-parameter).
         rounds, clients_per_round, eval_every: the schedule.
-        local_epochs, batch_size, lr, momentum, weight_decay: local SGD.
+        local_epochs, batch_size, lr, momentum, weight_decay: local SGD. Graph clients take one
+            full-batch step per local epoch ("local iterations") and ignore ``batch_size``.
+        task: ``classification`` / ``forecasting`` for samples, ``link_prediction`` /
+            ``node_classification`` for graphs.
         channel: the uplink's corruption of uploads, options of :class:`~gflkit.channel.Channel`
             (``noise_scale`` s, ``missing_rate``; completed with its defaults: a perfect channel).
         seed: seeds partitioning, initialisation, sampling, minibatch order and the channel's noise.
     """
 
     dataset: str
-    num_clients: int
+    num_clients: int = 10
     method: str = "fedavg"
     method_options: dict[str, Any] = field(default_factory=dict)
     model: str = "mclr"
@@ -79,17 +92,19 @@ class RunConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.dataset not in dataset_names():
+            raise ValueError(f"unknown dataset {self.dataset!r}; choose one of {dataset_names()}")
+        of_kind = f" for the {'graph' if self.is_graph else 'sample'} dataset {self.dataset!r}"
         choices = {
-            "dataset": (self.dataset, dataset_names()),
-            "method": (self.method, sorted(ALGORITHMS)),
-            "model": (self.model, sorted(MODELS)),
-            "partition": (self.partition, list(SCHEMES)),
-            "pool": (self.pool, POOLS),
-            "task": (self.task, sorted(TASKS)),
+            "method": (self.method, sorted(ALGORITHMS), ""),
+            "model": (self.model, sorted(MODELS), ""),
+            "partition": (self.partition, PARTITIONERS if self.is_graph else SCHEMES, of_kind),
+            "pool": (self.pool, POOLS, ""),
+            "task": (self.task, [t for t in sorted(TASKS) if (t in GRAPH_TASKS) == self.is_graph], of_kind),
         }
-        for what, (value, valid) in choices.items():
+        for what, (value, valid, context) in choices.items():
             if value not in valid:
-                raise ValueError(f"unknown {what} {value!r}; choose one of {list(valid)}")
+                raise ValueError(f"unknown {what} {value!r}{context}; choose one of {list(valid)}")
         if self.rounds < 1:
             raise ValueError(f"rounds must be a positive number of communication rounds, got {self.rounds}")
         if self.num_clients < 1:
@@ -106,6 +121,11 @@ class RunConfig:
         object.__setattr__(self, "channel", dataclasses.asdict(self.uplink()))
         self.train_config()
         self.schedule()
+
+    @property
+    def is_graph(self) -> bool:
+        """Whether the dataset is one graph cut into subgraph clients (rather than pooled samples)."""
+        return get_spec(self.dataset).kind == "graph"
 
     def replace(self, **changes: Any) -> "RunConfig":
         """A copy with some fields changed (validated again)."""
@@ -165,10 +185,48 @@ def client_split(data: SampleDataset, config: RunConfig) -> ClientSplit:
     return train_test_split(parts, config.test_ratio, derive_seed(config.seed, 1))
 
 
+@functools.lru_cache(maxsize=4)
+def _cached_subgraph_clients(name: str, root: str | None, num_clients: int, method: str, seed: int, links: bool,
+                             options: tuple) -> list[ClientGraph]:
+    return make_subgraph_clients(load_graph(name, root=root), num_clients, method, seed, links=links, **dict(options))
+
+
+def graph_clients(config: RunConfig, data_root: str | Path | None = None) -> list[ClientGraph]:
+    """The subgraph clients of a graph-dataset ``config`` (cached: a grid over methods cuts the graph once).
+
+    Raises:
+        ValueError: ``config`` is not about a graph dataset, or as
+            :func:`~gflkit.data.subgraphs.make_subgraph_clients`.
+    """
+    if not config.is_graph:
+        raise ValueError(f"dataset {config.dataset!r} is not a graph dataset")
+    return _cached_subgraph_clients(config.dataset, None if data_root is None else str(data_root), config.num_clients,
+                                    config.partition, config.seed, config.task == "link_prediction",
+                                    tuple(sorted(config.partition_options.items())))
+
+
+def build_graph_federation(config: RunConfig, data_root: str | Path | None = None,
+                           device: str | torch.device = "auto") -> GraphFederation:
+    """Subgraph clients, model and state of the graph-dataset run ``config`` (nothing trained yet).
+
+    The model is built for the graph's ``F`` node features and, for node classification, its classes
+    (``num_classes = 0`` for link prediction: no readout).
+    """
+    clients = graph_clients(config, data_root)
+    graph = clients[0].data
+    torch.manual_seed(derive_seed(config.seed, MODEL_INIT))
+    num_classes = int(graph.num_classes) if config.task == "node_classification" else 0
+    model = build_model(config.model, (graph.num_features,), num_classes, **config.model_options)
+    return GraphFederation(clients, model, build_task(config.task), config.train_config(), seed=config.seed,
+                           device=resolve_device(device), channel=config.uplink())
+
+
 def build_federation(
     config: RunConfig, data_root: str | Path | None = None, device: str | torch.device = "auto"
 ) -> Federation:
     """Data, clients, model and state of the run ``config`` (nothing trained yet)."""
+    if config.is_graph:
+        return build_graph_federation(config, data_root, device)
     data = _cached_dataset(config.dataset, None if data_root is None else str(data_root), tuple(sorted(config.data_options.items())))
     split = client_split(data, config)
     torch.manual_seed(derive_seed(config.seed, MODEL_INIT))

@@ -2,8 +2,10 @@
 
 A :class:`Federation` holds
 
-* the pooled samples ``x``, ``y`` on one device and, per client, index tensors of its train and test
-  samples (no per-client copies of the data);
+* the clients' data, which it hands out as ``(input, targets)`` batches (:meth:`Federation.batches`):
+  for sample clients, the pooled samples ``x``, ``y`` on one device and, per client, index tensors of
+  its train and test samples (no per-client copies of the data); for subgraph clients
+  (:class:`GraphFederation`), each client's graph, one full batch per pass;
 * the model state: ``models``, a ``K × d`` tensor whose row ``k`` is client ``k``'s model, and an
   optional ``global_model`` vector for methods that have one;
 * one working module bound to a flat vector (:class:`~gflkit.state.FlatModule`) through which every
@@ -13,18 +15,21 @@ Methods read and write ``models`` / ``global_model`` directly: aggregation is li
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 from torch import Tensor
+from torch_geometric.data import Data
 
 from gflkit.channel import Channel
 from gflkit.models.base import FeatureModel
 from gflkit.seeding import TORCH_GLOBAL, derive_seed, generator, seed_global_rng
 from gflkit.state import FlatModule, Layout
-from gflkit.tasks import ClassificationTask, add_sums
-from gflkit.training import LossTerm, TrainConfig, local_sgd, make_sgd
+from gflkit.data.subgraphs import ClientGraph
+from gflkit.tasks import GraphTask, Task, add_sums
+from gflkit.training import Batch, LossTerm, TrainConfig, local_sgd, make_sgd, minibatches
 
 
 @dataclass
@@ -42,7 +47,7 @@ class Federation:
         x, y: all samples and labels (moved to ``device``).
         train_indices, test_indices: per client, indices into ``x`` / ``y``.
         model: the working module; its initial weights become every client's initial row.
-        task: loss and metrics.
+        task: loss and metrics (a sample task: classification or forecasting).
         train_config: local-training hyper-parameters.
         seed: seed of every random stream of local training.
         device: where data, models and training live.
@@ -59,7 +64,7 @@ class Federation:
         train_indices: Sequence[Tensor],
         test_indices: Sequence[Tensor],
         model: FeatureModel,
-        task: ClassificationTask,
+        task: Task,
         train_config: TrainConfig,
         seed: int = 0,
         device: torch.device | str = "cpu",
@@ -71,25 +76,33 @@ class Federation:
             raise ValueError(
                 f"got {len(train_indices)} train and {len(test_indices)} test index sets: one of each per client"
             )
-        if len(train_indices) == 0:
-            raise ValueError("a federation needs at least one client")
         self.device = torch.device(device)
         self.x, self.y = x.to(self.device), y.to(self.device)
         self.train_indices = [idx.to(self.device) for idx in train_indices]
         self.test_indices = [idx.to(self.device) for idx in test_indices]
-        self.num_train = torch.tensor([len(i) for i in train_indices], dtype=torch.float32, device=self.device)
-        self.num_test = torch.tensor([len(i) for i in test_indices], dtype=torch.float32, device=self.device)
+        self._setup(len(train_indices), model, task, train_config, seed, eval_batch_size, channel,
+                    num_train=[len(i) for i in train_indices], num_test=[len(i) for i in test_indices])
+        if client_graph is not None and tuple(client_graph.shape) != (self.num_clients,) * 2:
+            raise ValueError(f"client_graph must be {self.num_clients} × {self.num_clients} (one row per "
+                             f"client), got shape {tuple(client_graph.shape)}")
+        self.client_graph = None if client_graph is None else client_graph.to(self.device)
+
+    def _setup(self, num_clients: int, model: FeatureModel, task: Task, train_config: TrainConfig, seed: int,
+               eval_batch_size: int, channel: Channel, num_train: Sequence[int], num_test: Sequence[int]) -> None:
+        """The state every federation shares: sample counts, working module, ``K × d`` models, channel."""
+        if num_clients == 0:
+            raise ValueError("a federation needs at least one client")
+        self.num_train = torch.tensor(num_train, dtype=torch.float32, device=self.device)
+        self.num_test = torch.tensor(num_test, dtype=torch.float32, device=self.device)
         self.task = task
         self.train_config = train_config
         self.seed = seed
         self.eval_batch_size = eval_batch_size
-        if client_graph is not None and tuple(client_graph.shape) != (len(train_indices),) * 2:
-            raise ValueError(f"client_graph must be {len(train_indices)} × {len(train_indices)} (one row per "
-                             f"client), got shape {tuple(client_graph.shape)}")
-        self.client_graph = None if client_graph is None else client_graph.to(self.device)
+        self.client_graph: Tensor | None = None
         self.flat = FlatModule(model.to(self.device))
+        self._reference = FlatModule(copy.deepcopy(self.flat.module))  # second working module (representations)
         self.initial = self.flat.vector.detach().clone()
-        self.models = self.initial.repeat(self.num_clients, 1)
+        self.models = self.initial.repeat(num_clients, 1)
         self.global_model: Tensor | None = None
         self.channel = channel
         self.upload_mask: Tensor | None = None  # entries received in the latest upload (None: all)
@@ -98,7 +111,7 @@ class Federation:
     @property
     def num_clients(self) -> int:
         """Number of clients K."""
-        return len(self.train_indices)
+        return len(self.num_train)
 
     @property
     def dim(self) -> int:
@@ -110,10 +123,26 @@ class Federation:
         """Where each named tensor of the model sits in a model vector."""
         return self.flat.layout
 
-    def client_data(self, client: int, split: str = "train") -> tuple[Tensor, Tensor]:
+    def _indices(self, client: int, split: str) -> Tensor:
+        splits = {"train": self.train_indices, "test": self.test_indices}
+        if split not in splits:
+            raise ValueError(f"unknown split {split!r}; sample clients have the splits {list(splits)}")
+        return splits[split][client]
+
+    def client_data(self, client: int, split: str = "train") -> Batch:
         """The samples and labels of one client's ``"train"`` or ``"test"`` split."""
-        indices = {"train": self.train_indices, "test": self.test_indices}[split][client]
+        indices = self._indices(client, split)
         return self.x[indices], self.y[indices]
+
+    def batches(self, client: int, split: str, generator: torch.Generator | None = None,
+                batch_size: int | None = None) -> Iterator[Batch]:
+        """One pass over a client's ``split`` as ``(input, targets)`` batches.
+
+        With a ``generator``: shuffled minibatches of ``batch_size`` (a training epoch); without: the
+        split in order, in batches of ``eval_batch_size`` (evaluation).
+        """
+        return minibatches(self.x, self.y, self._indices(client, split), batch_size or self.eval_batch_size,
+                           generator)
 
     def train(
         self,
@@ -123,29 +152,50 @@ class Federation:
         loss_term: LossTerm | None = None,
         stream: int = 0,
         config: TrainConfig | None = None,
+        extra_parameters: Sequence[Tensor] = (),
     ) -> LocalResult:
         """Local training of ``client`` from the model vector ``start``.
 
         ``stream`` separates several trainings of the same client in one round (Ditto trains a global
-        and a personal model) so that each draws its own minibatch order.
+        and a personal model) so that each draws its own minibatch order. ``extra_parameters`` are
+        leaf tensors outside the model that the same optimiser steps alongside it for this training
+        only (FED-PUB's sparse masks, which a method applies to the working module itself).
         """
         self.flat.load(start)
         seed_global_rng(derive_seed(self.seed, round, client, stream, TORCH_GLOBAL), self.device)
         config = config or self.train_config
-        loss = local_sgd(
-            self.flat,
-            self.task.loss,
-            self.x,
-            self.y,
-            self.train_indices[client],
-            config,
-            generator(self.seed, round, client, stream),
-            loss_term,
-            client,
-            round,
-            self._optimizer(config),
-        )
+        order = generator(self.seed, round, client, stream)
+        optimizer = self._optimizer(config)
+        if extra_parameters:
+            optimizer.add_param_group({"params": list(extra_parameters)})
+        try:
+            loss = local_sgd(
+                self.flat,
+                self.task.loss,
+                lambda: self.batches(client, "train", order, config.batch_size),
+                config,
+                loss_term,
+                client,
+                round,
+                optimizer,
+            )
+        finally:
+            if extra_parameters:
+                del optimizer.param_groups[1:]
+                for tensor in extra_parameters:
+                    optimizer.state.pop(tensor, None)
         return LocalResult(self.flat.vector.detach().clone(), loss)
+
+    @torch.no_grad()
+    def representations(self, model: Tensor, x: object) -> Tensor:
+        """``features(x)`` of the model vector ``model`` in eval mode, without gradient.
+
+        Computed on a second working module, so the working module — and the autograd graph local
+        training is building on it — stay untouched: what a loss term needs to compare the current
+        representation with those of other models (MOON's global and previous models).
+        """
+        self._reference.load(model)
+        return self._reference.module.eval().features(x)
 
     def upload(self, clients: Tensor, vectors: Tensor, round: int) -> Tensor:
         """What the server receives when ``clients`` upload the rows of ``vectors`` through the channel.
@@ -169,39 +219,102 @@ class Federation:
         """Metrics of every client's model on its own ``split``.
 
         ``models`` is either ``K × d`` (one model per client) or a single vector of length ``d``
-        shared by all clients (then the model is loaded once). Returns one dict per client with
-        ``accuracy``, ``loss`` and ``num_samples``.
+        shared by all clients (then the model is loaded once). Returns one dict per client with the
+        task's metrics (e.g. ``accuracy`` and ``loss``) and ``num_samples``.
         """
         shared = models.dim() == 1
-        indices = {"train": self.train_indices, "test": self.test_indices}[split]
-        model = self.flat.module
-        model.eval()
         if shared:
             self.flat.load(models)
-        results = []
-        for client, idx in enumerate(indices):
-            if not shared:
-                self.flat.load(models[client])
-            sums: dict[str, float] = {"correct": 0.0, "loss_sum": 0.0, "count": 0.0}
-            for start in range(0, len(idx), self.eval_batch_size):
-                batch = idx[start : start + self.eval_batch_size]
-                sums = add_sums(sums, self.task.evaluate(model(self.x[batch]), self.y[batch]))
-            results.append({**self.task.finalize(sums), "num_samples": int(sums["count"])})
-        return results
+        return [self._measure(client, None if shared else models[client], split) for client in range(self.num_clients)]
 
     @torch.no_grad()
     def client_metrics(self, client: int, model: Tensor, split: str = "train") -> dict[str, float]:
-        """Metrics (``accuracy``, ``loss``, ``num_samples``) of one model vector on one client's ``split``.
+        """Metrics (the task's, and ``num_samples``) of one model vector on one client's ``split``.
 
         What :meth:`evaluate` reports for that client, without touching the others: e.g. IFCA's
         cluster choice, the training loss of each cluster model on the client's own data.
         """
-        idx = {"train": self.train_indices, "test": self.test_indices}[split][client]
-        model_module = self.flat.module
-        model_module.eval()
-        self.flat.load(model)
-        sums: dict[str, float] = {"correct": 0.0, "loss_sum": 0.0, "count": 0.0}
-        for start in range(0, len(idx), self.eval_batch_size):
-            batch = idx[start : start + self.eval_batch_size]
-            sums = add_sums(sums, self.task.evaluate(model_module(self.x[batch]), self.y[batch]))
-        return {**self.task.finalize(sums), "num_samples": int(sums["count"])}
+        return self._measure(client, model, split)
+
+    def _measure(self, client: int, model: Tensor | None, split: str) -> dict[str, float]:
+        """The task's metrics of ``model`` (None: the one already loaded) on ``client``'s ``split``."""
+        if model is not None:
+            self.flat.load(model)
+        module = self.flat.module.eval()
+        sums = {"correct": 0.0, "loss_sum": 0.0, "count": 0.0}  # what an empty split finalises to
+        for inputs, targets in self.batches(client, split):
+            sums = add_sums(sums, self.task.evaluate(module(inputs), targets))
+        return {**self.task.finalize(sums), "num_samples": int(sums.get("count", 0))}
+
+
+class GraphFederation(Federation):
+    """K subgraph clients (:class:`~gflkit.data.subgraphs.ClientGraph`) with their models as a ``K × d`` matrix.
+
+    Everything but the data is :class:`Federation`'s: the same state, training, upload and evaluation.
+    A client's data is its subgraph on ``device``, with the message-passing graph and the targets of each
+    split given by a graph task (:class:`~gflkit.tasks.LinkPredictionTask`: training edges and labelled
+    held-out pairs; :class:`~gflkit.tasks.NodeClassificationTask`: the subgraph and masked labels).
+    A pass over a split is **one full batch**, so a local epoch is one optimiser step on the client's
+    subgraph (the "local iterations" of subgraph-FL papers) and ``batch_size`` is ignored. Training
+    targets are redrawn per step by :meth:`~gflkit.tasks.LinkPredictionTask.training_targets` (fresh
+    negative pairs) from the step's seeded stream.
+
+    ``num_train`` counts a client's nodes :math:`|V_k|` (FedAvg's weights, FedVGAE's Eq. 2);
+    ``num_test`` its test targets (test nodes or labelled test pairs). ``num_nodes`` lists the
+    :math:`|V_k|` as ints: a method may enlarge a client's input graph (:meth:`replace_graph`, FedSage+'s
+    generated neighbours), whose first ``num_nodes[k]`` nodes stay the client's own.
+
+    Args:
+        clients: the subgraph clients, in client order (links needed for link prediction).
+        model, task, train_config, seed, device, channel: as for :class:`Federation`.
+    """
+
+    SPLITS = ("train", "val", "test")
+
+    def __init__(
+        self,
+        clients: Sequence[ClientGraph],
+        model: FeatureModel,
+        task: GraphTask,
+        train_config: TrainConfig,
+        seed: int = 0,
+        device: torch.device | str = "cpu",
+        channel: Channel = Channel(),
+    ):
+        self.device = torch.device(device)
+        self.graphs = [task.inputs(client).to(self.device) for client in clients]
+        self.num_nodes = [int(client.data.num_nodes) for client in clients]  # the clients' own nodes |V_k|
+        self.targets = {split: [task.targets(client, split).to(self.device) for client in clients]
+                        for split in self.SPLITS}
+        self._setup(len(clients), model, task, train_config, seed, eval_batch_size=0, channel=channel,
+                    num_train=[client.data.num_nodes for client in clients],
+                    num_test=[task.count(targets) for targets in self.targets["test"]])
+
+    def client_data(self, client: int, split: str = "train") -> Batch:
+        """The graph (model input) and the ``split``'s targets of one client."""
+        if split not in self.SPLITS:
+            raise ValueError(f"unknown split {split!r}; graph clients have the splits {list(self.SPLITS)}")
+        return self.graphs[client], self.targets[split][client]
+
+    def replace_graph(self, client: int, graph: Data) -> None:
+        """Make ``graph`` the model input of ``client`` (FedSage+'s mended subgraph).
+
+        Its first ``num_nodes[client]`` nodes must be the client's own nodes, in order; any further
+        node (a generated neighbour) is only seen by message passing: the targets of every split are
+        kept (:meth:`~gflkit.tasks.NodeClassificationTask.resize_targets` marks the new nodes as no
+        target) and training pairs of link prediction are still drawn among the client's own nodes.
+        """
+        if graph.num_nodes < self.num_nodes[client]:
+            raise ValueError(f"client {client}'s graph needs its {self.num_nodes[client]} own nodes first, "
+                             f"got a graph of {graph.num_nodes} nodes")
+        self.graphs[client] = graph.to(self.device)
+        for split in self.SPLITS:
+            self.targets[split][client] = self.task.resize_targets(self.targets[split][client], graph.num_nodes)
+
+    def batches(self, client: int, split: str, generator: torch.Generator | None = None,
+                batch_size: int | None = None) -> Iterator[Batch]:
+        """The client's whole graph once; with a ``generator`` (training) the targets are redrawn by the task."""
+        graph, targets = self.client_data(client, split)
+        if generator is not None:
+            targets = self.task.training_targets(targets, self.num_nodes[client], generator)
+        yield graph, targets

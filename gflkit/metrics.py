@@ -1,8 +1,11 @@
 r"""Per-client metrics and their summaries over clients, rounds and seeds.
 
 A run's records are tidy: one row per (evaluated round, client) with at least the columns ``round``,
-``client``, ``num_samples`` (the client's test samples) and metric columns such as ``accuracy`` (in %)
-and ``loss``, plus configuration columns (``method``, ``seed``, ``q``, ...).
+``client``, ``num_samples`` (the client's test samples) and the task's metric columns, plus
+configuration columns (``method``, ``seed``, ``q``, ...). Metric columns: ``accuracy`` (in %) and
+``loss`` for (node) classification; ``auc`` and ``ap`` (in %, as the VGAE paper reports them) and
+``loss`` for link prediction; ``mae``, ``mape`` (in %), ``rmse`` and ``loss`` for forecasting. Every
+summary below takes the metric's column name as ``value``.
 
 Summaries over the :math:`K` clients' values :math:`v_1, \dots, v_K` with sample counts
 :math:`n_1, \dots, n_K`:
@@ -20,6 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+from sklearn.metrics import average_precision_score, roc_auc_score
 from torch import Tensor
 
 SUMMARY_COLUMNS = ("mean", "weighted_mean", "best5", "worst5", "std")
@@ -39,6 +43,39 @@ def accuracy(logits: Tensor, targets: Tensor) -> float:
     if len(targets) == 0:
         raise ValueError("logits and targets must hold at least one sample, got n = 0")
     return 100.0 * float((logits.argmax(dim=1) == targets).double().mean())
+
+
+def _scores_and_labels(scores: Tensor, labels: Tensor) -> tuple[np.ndarray, np.ndarray] | None:
+    """Scores and 0/1 labels as numpy arrays, or None when both classes are not present (metric undefined)."""
+    if scores.shape != labels.shape or scores.dim() != 1:
+        raise ValueError(f"scores and labels must be matching 1-D tensors, got {tuple(scores.shape)} and "
+                         f"{tuple(labels.shape)}")
+    labels_np = labels.detach().cpu().numpy()
+    if not np.isin(labels_np, (0, 1)).all():
+        raise ValueError("labels must be 0 (negative pair) or 1 (edge)")
+    if len(np.unique(labels_np)) < 2:
+        return None
+    return scores.detach().cpu().double().numpy(), labels_np
+
+
+def roc_auc(scores: Tensor, labels: Tensor) -> float:
+    r"""Area under the ROC curve in percent (scikit-learn's ``roc_auc_score``).
+
+    :math:`100 \cdot P(s_+ > s_-) + 50 \cdot P(s_+ = s_-)` for a random positive and a random negative
+    pair. NaN when ``labels`` hold a single class (e.g. a client without held-out edges).
+    """
+    pair = _scores_and_labels(scores, labels)
+    return math.nan if pair is None else 100.0 * float(roc_auc_score(pair[1], pair[0]))
+
+
+def average_precision(scores: Tensor, labels: Tensor) -> float:
+    r"""Average precision in percent (scikit-learn's ``average_precision_score``).
+
+    :math:`100 \cdot \sum_n (R_n - R_{n-1}) P_n` over the score thresholds, with precision :math:`P_n` and
+    recall :math:`R_n` at the n-th threshold. NaN when ``labels`` hold a single class.
+    """
+    pair = _scores_and_labels(scores, labels)
+    return math.nan if pair is None else 100.0 * float(average_precision_score(pair[1], pair[0]))
 
 
 def _values(values: Any, name: str = "values") -> np.ndarray:
@@ -168,8 +205,10 @@ def final_summary(
 __all__ = [
     "SUMMARY_COLUMNS",
     "accuracy",
+    "average_precision",
     "best_fraction",
     "final_summary",
+    "roc_auc",
     "summarize_clients",
     "summarize_records",
     "worst_fraction",

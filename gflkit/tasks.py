@@ -2,18 +2,29 @@
 
 A task turns model outputs into a training loss and into evaluation metrics. Classification covers
 image classification and LEAF-style next-character prediction (a classification over the vocabulary);
-forecasting covers traffic-speed prediction (METR-LA). Later papers add link prediction as a further task
-with the same methods.
+forecasting covers traffic-speed prediction (METR-LA). Link prediction and node classification are the
+tasks of subgraph clients (:class:`~gflkit.federation.GraphFederation`); a graph task also says what a
+client's model input is (its message-passing graph) and what the targets of each split are.
+
+``score`` names the metric that measures a model's quality on a task (higher is better), e.g. for the
+validation check of FedVGAE's fine-tuning.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
+import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.nn import InnerProductDecoder
+
+from gflkit.data.subgraphs import ClientGraph, sample_non_edges
+from gflkit.metrics import average_precision, roc_auc
 
 
 @dataclass(frozen=True)
@@ -24,6 +35,7 @@ class ClassificationTask:
     """
 
     name: str = "classification"
+    score: ClassVar[str] = "accuracy"
 
     def loss(self, logits: Tensor, targets: Tensor) -> Tensor:
         """Mean cross-entropy of a batch."""
@@ -126,7 +138,169 @@ class ForecastingTask:
                 "loss": sums["loss_sum"] / loss_valid if loss_valid else math.nan}
 
 
-Task = ClassificationTask | ForecastingTask
+GRAPH_SPLITS = ("train", "val", "test")
+
+
+def _check_split(split: str) -> None:
+    if split not in GRAPH_SPLITS:
+        raise ValueError(f"unknown split {split!r}; graph clients have the splits {list(GRAPH_SPLITS)}")
+
+
+@dataclass(frozen=True)
+class NodeClassificationTask(ClassificationTask):
+    r"""Semi-supervised node classification on a client's subgraph (FedVGAE's Eq. 8 without the KL term,
+    which the VGAE adds itself as its :meth:`~gflkit.models.base.FeatureModel.auxiliary_loss`).
+
+    The model sees the whole subgraph :math:`G[V_k]` (transductive); the targets of a split are the labels
+    with ``-1`` on every node outside the split's mask, and only the split's nodes :math:`S` count:
+
+    .. math:: \ell = -\frac{1}{|S|} \sum_{u \in S} \log \mathrm{softmax}(\hat y_u)_{y_u}
+
+    Evaluation: ``accuracy`` (in %) and mean cross-entropy ``loss`` over the split's nodes.
+    """
+
+    name: str = "node_classification"
+
+    def inputs(self, client: ClientGraph) -> Data:
+        """The model input: the client's node features and all of its subgraph's edges."""
+        return Data(x=client.data.x, edge_index=client.data.edge_index)
+
+    def targets(self, client: ClientGraph, split: str) -> Tensor:
+        """``(n_k,)`` labels on the nodes of ``split`` (``train`` / ``val`` / ``test``), ``-1`` elsewhere."""
+        _check_split(split)
+        return torch.where(client.data[f"{split}_mask"], client.data.y, -1)
+
+    def training_targets(self, targets: Tensor, num_nodes: int, generator: torch.Generator) -> Tensor:
+        """The targets of a training step: the training labels themselves."""
+        return targets
+
+    @staticmethod
+    def count(targets: Tensor) -> int:
+        """Number of labelled nodes in ``targets``."""
+        return int((targets >= 0).sum())
+
+    @staticmethod
+    def resize_targets(targets: Tensor, num_nodes: int) -> Tensor:
+        """``targets`` over a graph of ``num_nodes`` nodes whose first nodes are the client's own: the
+        labels of the nodes both graphs share, ``-1`` (no target) on any further node (e.g. FedSage+'s
+        generated neighbours)."""
+        resized = targets.new_full((num_nodes,), -1)
+        kept = min(num_nodes, targets.numel())
+        resized[:kept] = targets[:kept]
+        return resized
+
+    def loss(self, logits: Tensor, targets: Tensor) -> Tensor:
+        """Mean cross-entropy over the labelled nodes (0 when there are none)."""
+        valid = targets >= 0
+        if not valid.any():
+            return logits.sum() * 0.0
+        return super().loss(logits[valid], targets[valid])
+
+    def evaluate(self, logits: Tensor, targets: Tensor) -> dict[str, float]:
+        """``correct``, ``loss_sum`` and ``count`` over the labelled nodes."""
+        valid = targets >= 0
+        return super().evaluate(logits[valid], targets[valid])
+
+
+@dataclass(frozen=True)
+class LinkPredictionTask:
+    r"""VGAE link prediction on a client's subgraph (Kipf & Welling 2016; FedVGAE's Eq. 5 and 7).
+
+    The model input is the client's graph with its **training edges only**
+    (:attr:`~gflkit.data.subgraphs.LinkSplit.train_edge_index`); its outputs are node representations
+    :math:`z`. A pair's score is the inner-product decoder :math:`\hat A_{uv} = \sigma(z_u^\top z_v)`.
+    Targets are labelled pairs, a ``(3, m)`` tensor: rows 0–1 the nodes :math:`(u, v)`, row 2 the label
+    :math:`a_{uv}` (1: edge, 0: non-edge).
+
+    Training: the positives :math:`P` are the training edges; every step draws as many negatives
+    :math:`N` anew, uniformly among the node pairs that are not training edges
+    (:meth:`training_targets`). The reconstruction loss (PyG's ``VGAE.recon_loss``) is
+
+    .. math:: \ell = -\frac{1}{|P|} \sum_{(u,v) \in P} \log \hat A_{uv}
+                     -\frac{1}{|N|} \sum_{(u,v) \in N} \log (1 - \hat A_{uv})
+
+    (a part without pairs contributes 0); the VGAE adds its KL term itself. Evaluation on the held-out
+    positive and negative pairs of ``val`` / ``test``: ``auc`` and ``ap`` (in %; NaN without both kinds
+    of pairs) and the mean binary cross-entropy ``loss``. AUC and AP are not sums over batches: graph
+    clients are evaluated in one full batch.
+    """
+
+    name: str = "link_prediction"
+    score: ClassVar[str] = "auc"
+    decoder: ClassVar[InnerProductDecoder] = InnerProductDecoder()
+
+    def inputs(self, client: ClientGraph) -> Data:
+        """The model input: the client's node features and both directions of its training edges."""
+        if client.links is None:
+            raise ValueError(f"client {client.client} has no link split: build the clients with links=True")
+        return Data(x=client.data.x, edge_index=client.links.train_edge_index)
+
+    def targets(self, client: ClientGraph, split: str) -> Tensor:
+        """``(3, m)`` labelled pairs of ``split``: training edges (label 1), or held-out edges and non-edges."""
+        _check_split(split)
+        links = client.links
+        if links is None:
+            raise ValueError(f"client {client.client} has no link split: build the clients with links=True")
+        if split == "train":
+            return _labelled(links.train_pos, torch.empty(2, 0, dtype=torch.long))
+        positives, negatives = (links.val_pos, links.val_neg) if split == "val" else (links.test_pos, links.test_neg)
+        return _labelled(positives, negatives)
+
+    def training_targets(self, targets: Tensor, num_nodes: int, generator: torch.Generator) -> Tensor:
+        """The training edges of ``targets`` plus as many fresh non-edges (drawn from ``generator``)."""
+        positives = targets[:2, targets[2] == 1]
+        rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator)))
+        negatives = sample_non_edges(num_nodes, positives.cpu(), positives.size(1), rng).to(targets.device)
+        return _labelled(positives, negatives)
+
+    @staticmethod
+    def count(targets: Tensor) -> int:
+        """Number of labelled pairs in ``targets``."""
+        return int(targets.size(1))
+
+    @staticmethod
+    def resize_targets(targets: Tensor, num_nodes: int) -> Tensor:
+        """The pairs unchanged: they name the client's own nodes, which stay first in a larger graph."""
+        return targets
+
+    def _logits(self, z: Tensor, targets: Tensor) -> Tensor:
+        return self.decoder(z, targets[:2], sigmoid=False)
+
+    def loss(self, z: Tensor, targets: Tensor) -> Tensor:
+        """Mean BCE over the positive pairs plus mean BCE over the negative pairs."""
+        logits, labels = self._logits(z, targets), targets[2].to(z.dtype)
+        total = z.sum() * 0.0
+        for part in (labels == 1, labels == 0):
+            if part.any():
+                total = total + F.binary_cross_entropy_with_logits(logits[part], labels[part])
+        return total
+
+    def evaluate(self, z: Tensor, targets: Tensor) -> dict[str, float]:
+        """``auc``, ``ap`` (in %), ``loss_sum`` (BCE summed over pairs) and ``count`` (pairs) of one full batch."""
+        logits, labels = self._logits(z, targets), targets[2]
+        return {
+            "auc": roc_auc(logits, labels),
+            "ap": average_precision(logits, labels),
+            "loss_sum": float(F.binary_cross_entropy_with_logits(logits, labels.to(z.dtype), reduction="sum")),
+            "count": float(labels.numel()),
+        }
+
+    @staticmethod
+    def finalize(sums: dict[str, float]) -> dict[str, float]:
+        """``auc``, ``ap`` (in %) and the mean BCE ``loss`` per pair."""
+        count = sums["count"]
+        return {"auc": sums.get("auc", math.nan), "ap": sums.get("ap", math.nan),
+                "loss": sums["loss_sum"] / count if count else math.nan}
+
+
+def _labelled(positives: Tensor, negatives: Tensor) -> Tensor:
+    """``(3, m)`` pairs: the positives with label 1, then the negatives with label 0."""
+    labels = torch.cat([positives.new_ones(positives.size(1)), negatives.new_zeros(negatives.size(1))])
+    return torch.cat([torch.cat([positives, negatives], dim=1), labels[None]])
+
+
+GraphTask = LinkPredictionTask | NodeClassificationTask
+Task = ClassificationTask | ForecastingTask | GraphTask
 
 
 def add_sums(total: dict[str, float], part: dict[str, float]) -> dict[str, float]:
@@ -134,7 +308,9 @@ def add_sums(total: dict[str, float], part: dict[str, float]) -> dict[str, float
     return {key: total.get(key, 0.0) + value for key, value in part.items()}
 
 
-TASKS: dict[str, type[Task]] = {"classification": ClassificationTask, "forecasting": ForecastingTask}
+TASKS: dict[str, type[Task]] = {"classification": ClassificationTask, "forecasting": ForecastingTask,
+                                "link_prediction": LinkPredictionTask, "node_classification": NodeClassificationTask}
+GRAPH_TASKS = ("link_prediction", "node_classification")
 
 
 def build_task(name: str, **options: Any) -> Task:
@@ -148,4 +324,5 @@ def build_task(name: str, **options: Any) -> Task:
     return TASKS[name](**options)
 
 
-__all__ = ["ClassificationTask", "ForecastingTask", "Task", "build_task", "add_sums", "TASKS"]
+__all__ = ["ClassificationTask", "ForecastingTask", "LinkPredictionTask", "NodeClassificationTask", "GraphTask", "Task",
+           "build_task", "add_sums", "TASKS", "GRAPH_TASKS", "GRAPH_SPLITS"]

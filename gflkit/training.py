@@ -1,13 +1,17 @@
-"""The one local-training loop: minibatch SGD over a client's samples.
+"""The one local-training loop: SGD over a client's batches.
 
 Every method trains through :func:`local_sgd`. A method changes local training only by passing a
 ``loss_term`` (FedProx's proximal term, Ditto's personal objective, FedSKA's cosine term, MOON's
 contrastive term): a function of the current :class:`LocalStep` returning an extra loss or ``None``.
+
+What a batch is depends on the clients: shuffled minibatches of pooled samples (:func:`minibatches`,
+image / text / sequence clients), or a client's whole subgraph, one full-batch step per local
+iteration (graph clients, :class:`~gflkit.federation.GraphFederation`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import torch
 from torch import Tensor
@@ -37,18 +41,38 @@ class TrainConfig:
 
 @dataclass
 class LocalStep:
-    """What a loss term may look at: the batch, its representation and its predictions."""
+    """What a loss term may look at: the batch, its representation and its predictions.
+
+    ``x`` is the model input of the batch: a tensor of samples, or a graph
+    (:class:`torch_geometric.data.Data`) for graph clients.
+    """
 
     client: int
     round: int
     model: FeatureModel
-    x: Tensor
+    x: Any
     y: Tensor
     features: Tensor
     logits: Tensor
 
 
 LossTerm = Callable[[LocalStep], Optional[Tensor]]
+Batch = tuple[Any, Tensor]  # (model input, targets)
+
+
+def minibatches(x: Tensor, y: Tensor, indices: Tensor, batch_size: int,
+                generator: torch.Generator | None = None) -> Iterator[Batch]:
+    """One pass over the samples ``x[indices]``, ``y[indices]`` in batches of ``batch_size``.
+
+    With a ``generator`` the order is a fresh random permutation (one training epoch); without, the
+    indices' own order (evaluation). Batches are gathered straight from the pooled tensors, so a
+    client's data is never copied as a whole.
+    """
+    if generator is not None:
+        indices = indices[torch.randperm(len(indices), generator=generator).to(indices.device)]
+    for start in range(0, len(indices), batch_size):
+        batch = indices[start : start + batch_size]
+        yield x[batch], y[batch]
 
 
 def make_sgd(parameters: list[torch.nn.Parameter], config: TrainConfig) -> torch.optim.SGD:
@@ -59,39 +83,40 @@ def make_sgd(parameters: list[torch.nn.Parameter], config: TrainConfig) -> torch
 def local_sgd(
     flat: FlatModule,
     loss_fn: Callable[[Tensor, Tensor], Tensor],
-    x: Tensor,
-    y: Tensor,
-    indices: Tensor,
+    epoch: Callable[[], Iterable[Batch]],
     config: TrainConfig,
-    generator: torch.Generator,
     loss_term: LossTerm | None = None,
     client: int = -1,
     round: int = -1,
     optimizer: torch.optim.SGD | None = None,
 ) -> float:
-    r"""Train ``flat.module`` in place for ``config.epochs`` epochs of shuffled minibatch SGD.
+    r"""Train ``flat.module`` in place for ``config.epochs`` passes over ``epoch()``.
 
-    The samples are ``x[indices]``, ``y[indices]``: minibatches are gathered straight from the pooled
-    tensors, so a client's data is never copied as a whole. Each step minimises
-    :math:`\ell(f(x_b), y_b) + \text{loss\_term}(\cdot)` on a batch :math:`b`.
-    The trained weights are left in ``flat.vector``. Returns the mean task loss over all steps.
-    ``optimizer`` lets a caller re-use one optimiser (with empty state) across clients, since building
-    one costs more than a few training steps of a small model.
+    ``epoch()`` yields the ``(input, targets)`` batches of one pass (e.g. :func:`minibatches`; a graph
+    client yields its whole subgraph once, so an epoch is one full-batch step). Each step minimises
+
+    .. math:: \ell(f(x_b), y_b) + \ell_{\text{model}} + \text{loss\_term}(\cdot)
+
+    on a batch :math:`b`, where :math:`\ell_{\text{model}}` is the model's own
+    :meth:`~gflkit.models.base.FeatureModel.auxiliary_loss` (VGAE's KL term; none for most models).
+    The trained weights are left in ``flat.vector``. Returns the mean of
+    :math:`\ell + \ell_{\text{model}}` over all steps. ``optimizer`` lets a caller re-use one optimiser
+    (with empty state) across clients, since building one costs more than a few training steps of a
+    small model.
     """
     model = flat.module
     model.train()
     optimizer = optimizer or make_sgd(flat.parameters, config)
-    n = indices.shape[0]
-    total, steps = torch.zeros((), device=x.device), 0
+    total, steps = None, 0
     for _ in range(config.epochs):
-        order = indices[torch.randperm(n, generator=generator).to(indices.device)]
-        for start in range(0, n, config.batch_size):
-            batch = order[start : start + config.batch_size]
-            xb, yb = x[batch], y[batch]
+        for xb, yb in epoch():
             features = model.features(xb)
             logits = model.head(features)
             loss = loss_fn(logits, yb)
-            total += loss.detach()
+            auxiliary = model.auxiliary_loss()
+            if auxiliary is not None:
+                loss = loss + auxiliary
+            total = loss.detach() if total is None else total + loss.detach()
             if loss_term is not None:
                 extra = loss_term(LocalStep(client, round, model, xb, yb, features, logits))
                 if extra is not None:
@@ -100,4 +125,4 @@ def local_sgd(
             loss.backward()
             optimizer.step()
             steps += 1
-    return float(total) / max(steps, 1)
+    return float(total) / steps if steps else 0.0

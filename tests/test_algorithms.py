@@ -54,8 +54,9 @@ def test_unknown_method_and_option_are_rejected():
         build_algorithm("fedprox", mu=-1.0)
 
 
-# Options a 4-client federation needs (FedSKA's default k = 30 neighbours does not fit).
-TINY_FEDERATION_OPTIONS = {"fedska": {"k": 2}}
+# Options a 4-client federation needs (FedSKA's default k = 30 neighbours does not fit; sample clients
+# have no validation split for FedVGAE's fine-tuning check, nor missing neighbours for FedSage+).
+TINY_FEDERATION_OPTIONS = {"fedska": {"k": 2}, "fedvgae": {"validation": "train"}, "fedsage": {"plus": False}}
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))

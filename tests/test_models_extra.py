@@ -115,7 +115,7 @@ def test_gru_seq2seq_decoder_feeds_back_its_predictions():
 
 
 def test_every_model_names_its_classifier():
-    shapes = {"char_lstm": (80,), "gru_seq2seq": (12, 2)}
+    shapes = {"char_lstm": (80,), "gru_seq2seq": (12, 2), "vgae": (6,)}
     for name in MODELS:
         model = build_model(name, shapes.get(name, (1, 28, 28)), 10)
         assert isinstance(model.classifier, nn.Linear)

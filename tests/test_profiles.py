@@ -60,3 +60,17 @@ def test_jgesr_profiles_are_valid_and_follow_the_papers_setting(name):
     if name == "paper":
         assert (config.rounds, config.local_epochs, len(profile.seeds)) == (30, 5, 10)
         assert len(profile.sweep["missing"]) == 11 and max(profile.sweep["missing"]) == 0.1
+
+
+@pytest.mark.parametrize("name", ["smoke", "ci", "paper"])
+def test_fedvgae_profiles_are_valid_and_follow_the_papers_setting(name):
+    from gflkit.papers.fedvgae import METHODS, PROFILES as FEDVGAE_PROFILES
+
+    profile = resolve_profile(FEDVGAE_PROFILES, name)
+    config = profile.config(method="fedvgae")
+    assert config.num_clients == 10 and config.model == "vgae" and config.is_graph
+    assert config.method_options["lam"] == 0.8 and config.method_options["phi"] == 0.5
+    assert len(METHODS) == 8 and set(profile.sweep["methods"]) == set(METHODS)
+    if name == "paper":
+        assert (config.rounds, config.local_epochs, len(profile.seeds)) == (100, 5, 5)
+        assert set(profile.sweep["link_datasets"]) == {"cora_full", "cora", "pubmed", "citeseer", "polblogs"}

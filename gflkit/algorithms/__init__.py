@@ -9,16 +9,22 @@ from gflkit.algorithms.ditto import Ditto
 from gflkit.algorithms.fedamp import FedAMP
 from gflkit.algorithms.fedavg import FedAvg
 from gflkit.algorithms.fedprox import FedProx
+from gflkit.algorithms.fedpub import FedPub
+from gflkit.algorithms.fedsage import FedSage
 from gflkit.algorithms.fedska import FedSKA
 from gflkit.algorithms.fedu import FedU
+from gflkit.algorithms.fedvgae import FedVGAE
+from gflkit.algorithms.gcfl import GCFLPlus
 from gflkit.algorithms.ifca import IFCA
 from gflkit.algorithms.jgesr import JGESR, TwoStep
 from gflkit.algorithms.local import Local
+from gflkit.algorithms.moon import MOON
 from gflkit.algorithms.pfedgraph import PFedGraph
 from gflkit.algorithms.sfl import SFL
 
 ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
-    Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA, CFL, FedAMP, PFedGraph, JGESR, TwoStep
+    Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA, CFL, FedAMP, PFedGraph, JGESR, TwoStep, MOON, FedVGAE,
+    GCFLPlus, FedSage, FedPub,
 )}
 
 
@@ -32,5 +38,5 @@ def build_algorithm(name: str, **options: Any) -> Algorithm:
 __all__ = [
     "Algorithm", "ALGORITHMS", "build_algorithm",
     "FedAvg", "FedProx", "Local", "Ditto", "IFCA", "FedU", "SFL", "FedSKA", "CFL", "FedAMP", "PFedGraph",
-    "JGESR", "TwoStep",
+    "JGESR", "TwoStep", "MOON", "FedVGAE", "GCFLPlus", "FedSage", "FedPub",
 ]

@@ -37,11 +37,16 @@ class CFLParams:
     min_rounds: int = 20
 
     def __post_init__(self) -> None:
-        for name in ("eps_1", "eps_2"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"cfl {name} must be >= 0, got {getattr(self, name)}")
-        if not (isinstance(self.min_rounds, int) and self.min_rounds >= 0):
-            raise ValueError(f"cfl min_rounds must be an integer >= 0, got {self.min_rounds!r}")
+        check_split_options("cfl", self.eps_1, self.eps_2, self.min_rounds)
+
+
+def check_split_options(method: str, eps_1: float, eps_2: float, min_rounds: int) -> None:
+    """ValueError unless both thresholds are >= 0 (not NaN) and ``min_rounds`` is an integer >= 0."""
+    for name, value in (("eps_1", eps_1), ("eps_2", eps_2)):
+        if not value >= 0:
+            raise ValueError(f"{method} {name} must be >= 0, got {value}")
+    if not (isinstance(min_rounds, int) and min_rounds >= 0):
+        raise ValueError(f"{method} min_rounds must be an integer >= 0, got {min_rounds!r}")
 
 
 def update_norms(updates: Tensor) -> tuple[float, float]:
@@ -141,8 +146,16 @@ class CFL(Algorithm):
             if len(members) < MIN_SPLIT_SIZE or not should_split(deltas[members], self.params.eps_1, self.params.eps_2):
                 continue
             second = complete_linkage_bipartition(similarity[members][:, members])
-            self.cluster_models = torch.cat([self.cluster_models, self.cluster_models[cluster][None, :]])
-            self.assignments[clients[members[second]]] = len(self.cluster_models) - 1
+            self.open_cluster(cluster, clients[members[second]])
+
+    def open_cluster(self, cluster: int, movers: Tensor) -> None:
+        """Split off the clients ``movers`` of ``cluster`` into a new cluster starting from a copy of its model."""
+        self.cluster_models = torch.cat([self.cluster_models, self.cluster_models[cluster][None, :]])
+        self.assignments[movers] = len(self.cluster_models) - 1
+
+    def mean_update(self, deltas: Tensor, sizes: Tensor) -> Tensor:
+        """How a cluster moves given its sampled members' updates (rows) and training sizes: the plain mean."""
+        return deltas.mean(dim=0)
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         fed.models[clients] = updates
@@ -151,7 +164,8 @@ class CFL(Algorithm):
             self.split_clusters(clients, deltas[:, fed.layout.parameter_mask(fed.device)])
         chosen = self.assignments[clients]
         for cluster in chosen.unique().tolist():
-            self.cluster_models[cluster] += deltas[chosen == cluster].mean(dim=0)
+            members = chosen == cluster
+            self.cluster_models[cluster] += self.mean_update(deltas[members], fed.num_train[clients[members]])
 
     def evaluation_models(self, fed: Federation) -> Tensor:
         return self.cluster_models[self.assignments]

@@ -1,4 +1,7 @@
-"""Client models. Every model is a :class:`FeatureModel`: ``forward(x) = head(features(x))``."""
+"""Client models. Every model is a :class:`FeatureModel`: ``forward(x) = head(features(x))``.
+
+``vgae`` takes graphs (:class:`torch_geometric.data.Data`) as inputs; the others take tensors of samples.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -9,6 +12,7 @@ from gflkit.models.lstm import CharLSTM
 from gflkit.models.mclr import MCLR
 from gflkit.models.mobilenet import MobileNetV2
 from gflkit.models.seq2seq import GRUSeq2Seq
+from gflkit.models.vgae import VGAE
 
 MODELS: dict[str, type[FeatureModel]] = {
     "mclr": MCLR,
@@ -17,6 +21,7 @@ MODELS: dict[str, type[FeatureModel]] = {
     "mobilenet_v2": MobileNetV2,
     "char_lstm": CharLSTM,
     "gru_seq2seq": GRUSeq2Seq,
+    "vgae": VGAE,
 }
 
 
@@ -28,6 +33,6 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, **opt
 
 
 __all__ = [
-    "FeatureModel", "MCLR", "McMahanCNN", "SimpleCNN", "MobileNetV2", "CharLSTM", "GRUSeq2Seq", "MODELS",
+    "FeatureModel", "MCLR", "McMahanCNN", "SimpleCNN", "MobileNetV2", "CharLSTM", "GRUSeq2Seq", "VGAE", "MODELS",
     "build_model",
 ]

@@ -20,7 +20,8 @@ Outputs are ``(n, T_out)`` predictions in the same (scaled) units as the first i
 Feature / head split: the decoder needs every encoder layer's state, so ``features(x)`` is the flattened
 stack :math:`[h^{(1)}; \dots; h^{(L)}] \in \mathbb{R}^{L d}` (layer 1 first; the last :math:`d` entries are
 the top layer's state) and ``feature_dim = layers * hidden`` (128 with the defaults); ``head`` is the whole
-decoder, whose output projection :math:`(w, b)` is the layer named ``classifier``.
+decoder, whose output projection :math:`(w, b)` is the layer named ``classifier`` (both stay local under
+encoder-only sharing).
 """
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ class GRUSeq2Seq(FeatureModel):
         hidden: hidden size :math:`d` of both GRUs (64).
         layers: number of layers :math:`L` of both GRUs (2).
     """
+
+    local_prefixes = ("decoder.", "classifier.")
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int, hidden: int = 64, layers: int = 2):
         super().__init__()

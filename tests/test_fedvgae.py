@@ -1,0 +1,105 @@
+import pytest
+import torch
+
+from gflkit.algorithms import build_algorithm
+from gflkit.algorithms.fedvgae import mix
+from gflkit.engine import Checkpoint, Schedule, run_rounds
+
+from conftest import make_federation
+from graph_fixtures import make_graph_federation
+
+
+def test_mix_is_eq_12_on_the_shared_entries_only():
+    local, global_model = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([5.0, 6.0, 7.0])
+    shared = torch.tensor([True, True, False])
+    assert torch.equal(mix(local, global_model, shared, 0.25), torch.tensor([0.25 * 1 + 0.75 * 5, 0.25 * 2 + 0.75 * 6, 3.0]))
+    assert torch.equal(mix(local, global_model, shared, 1.0), local)
+
+
+def setup_node_federation(**options):
+    fed = make_graph_federation("node_classification", epochs=30)
+    algorithm = build_algorithm("fedvgae", **options)
+    algorithm.setup(fed)
+    fed.models[0] = fed.train(0, 1, fed.initial).vector  # client 0's own, trained model
+    return fed, algorithm
+
+
+def test_finetuned_aggregation_starts_from_the_mix_when_validation_drops():
+    fed, algorithm = setup_node_federation(phi=0.3)
+    fed.global_model = torch.zeros(fed.dim)  # a useless global encoder: constant predictions
+    local = fed.models[0]
+    assert algorithm.validation_drop(fed, 0, local, torch.where(algorithm.shared, fed.global_model, local)) >= 1.0
+    start = algorithm.configure(fed, 0)
+    assert torch.equal(start, mix(local, fed.global_model, algorithm.shared, 0.3))
+    assert algorithm.finetuned.tolist() == [1, 0, 0, 0]
+
+
+def test_without_a_drop_the_client_takes_the_global_encoder_and_keeps_its_readout():
+    fed, algorithm = setup_node_federation()
+    local = fed.models[0]
+    fed.global_model = torch.where(algorithm.shared, local + 1e-7, torch.full_like(local, 123.0))
+    start = algorithm.configure(fed, 0)
+    assert torch.equal(start[algorithm.shared], fed.global_model[algorithm.shared])
+    assert torch.equal(start[~algorithm.shared], local[~algorithm.shared])
+    assert algorithm.finetuned.sum() == 0
+    no_finetune = build_algorithm("fedvgae", finetune=False)
+    no_finetune.setup(fed)
+    fed.global_model = torch.zeros(fed.dim)
+    assert torch.equal(no_finetune.configure(fed, 0), torch.where(no_finetune.shared, 0.0, local))
+
+
+def test_only_the_encoder_leaves_the_client_and_its_readout_is_untouched_by_aggregation():
+    fed = make_graph_federation("node_classification")
+    algorithm = build_algorithm("fedvgae")
+    run_rounds(fed, algorithm, Schedule(1), progress=False)
+    shared = algorithm.shared
+    assert 0 < int(shared.sum()) < fed.dim, "the readout is local"
+    clients = torch.arange(fed.num_clients)
+    uploads = torch.stack([algorithm.client_update(fed, k, 2).vector for k in range(fed.num_clients)])
+    assert bool((uploads[:, ~shared] == 0).all()), "decoder / readout entries are not uploaded"
+    before = fed.models.clone()
+    poisoned = uploads.clone()
+    poisoned[:, ~shared] = float("nan")  # whatever sits there, the server must not read it
+    algorithm.aggregate(fed, clients, poisoned, 2)
+    assert torch.equal(fed.models, before), "every client's model, readout included, is bit-identical"
+    expected = (fed.num_train / fed.num_train.sum()) @ uploads[:, shared]
+    assert torch.allclose(fed.global_model[shared], expected, atol=1e-6)
+    assert torch.isfinite(fed.global_model).all()
+
+
+def test_share_all_federates_every_entry():
+    fed = make_graph_federation("node_classification")
+    algorithm = build_algorithm("fedvgae", share="all")
+    algorithm.setup(fed)
+    assert bool(algorithm.shared.all())
+
+
+@pytest.mark.parametrize("task, metric", [("link_prediction", "auc"), ("node_classification", "accuracy")])
+def test_fedvgae_trains_personalised_models_with_finite_metrics(task, metric):
+    fed = make_graph_federation(task)
+    records = run_rounds(fed, build_algorithm("fedvgae"), Schedule(4, eval_every=2), progress=False)
+    assert sorted(records["round"].unique()) == [2, 4] and records[metric].notna().all()
+    assert not torch.equal(fed.models[0], fed.models[1]), "personalised rows"
+
+
+def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
+    full = run_rounds(make_graph_federation(), build_algorithm("fedvgae"), Schedule(4), progress=False)
+    checkpoint = Checkpoint(tmp_path / "checkpoint.pt")
+    fed, algorithm = make_graph_federation(), build_algorithm("fedvgae")
+    run_rounds(fed, algorithm, Schedule(2, checkpoint_every=2), checkpoint, progress=False)
+    resumed = run_rounds(make_graph_federation(), build_algorithm("fedvgae"), Schedule(4, checkpoint_every=2), checkpoint,
+                         progress=False)
+    assert resumed.equals(full)
+
+
+def test_sample_clients_need_an_explicit_validation_split():
+    with pytest.raises(ValueError, match="validates on the split 'val'.*unknown split 'val'"):
+        build_algorithm("fedvgae").setup(make_federation())
+    build_algorithm("fedvgae", validation="train").setup(make_federation())
+
+
+@pytest.mark.parametrize("options, message", [({"phi": 1.5}, "phi must lie in"), ({"drop": -1}, "drop must be"),
+                                              ({"share": "decoder"}, "share must be one of"), ({"lam": -0.1}, "lam")])
+def test_bad_fedvgae_options_are_rejected(options, message):
+    with pytest.raises(ValueError, match=message):
+        build_algorithm("fedvgae", **options)

@@ -1,0 +1,104 @@
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from gflkit.algorithms import build_algorithm
+from gflkit.data import registered
+from gflkit.engine import Schedule, run_rounds
+from gflkit.experiment import RunConfig, build_federation, graph_clients, run
+from gflkit.federation import GraphFederation
+from gflkit.metrics import final_summary
+
+from graph_fixtures import make_graph_federation, write_planetoid
+
+
+def test_a_local_epoch_is_one_full_batch_step_on_the_clients_graph():
+    fed = make_graph_federation("link_prediction", epochs=5)
+    steps = []
+    fed.train(2, 1, fed.initial, loss_term=lambda step: steps.append(step) or None)
+    assert len(steps) == 5, "local iterations = optimiser steps"
+    graph, train_targets = fed.client_data(2, "train")
+    assert all(step.x is graph for step in steps)
+    positives = train_targets.size(1)
+    assert all(step.y.size(1) == 2 * positives for step in steps), "fresh negatives, as many as positives"
+    assert not torch.equal(steps[0].y, steps[1].y)
+
+
+def test_graph_training_is_deterministic_and_leaves_the_state_alone():
+    fed = make_graph_federation("node_classification")
+    before = fed.models.clone()
+    a, b = (fed.train(1, round=3, start=fed.initial) for _ in range(2))
+    assert torch.equal(a.vector, b.vector) and torch.equal(fed.models, before)
+    assert not torch.equal(a.vector, fed.train(1, round=4, start=fed.initial).vector)
+
+
+def test_clients_are_weighted_by_nodes_and_evaluated_on_their_test_targets():
+    fed = make_graph_federation("link_prediction")
+    assert fed.num_train.tolist() == [float(g.num_nodes) for g in fed.graphs]
+    metrics = fed.evaluate(fed.initial)
+    assert [m["num_samples"] for m in metrics] == [t.size(1) for t in fed.targets["test"]]
+    assert all({"auc", "ap", "loss"} <= set(m) for m in metrics)
+    assert fed.client_metrics(3, fed.initial, "test") == metrics[3]
+    with pytest.raises(ValueError, match="unknown split 'dev'"):
+        fed.client_data(0, "dev")
+
+
+@pytest.fixture
+def planetoid(tmp_path):
+    spec, _ = write_planetoid(tmp_path, "cora")
+    with registered(spec):
+        yield tmp_path
+
+
+GRAPH = dict(dataset="cora", num_clients=4, partition="louvain", model="vgae", rounds=2, local_epochs=2, lr=0.05,
+             momentum=0.9)
+
+
+@pytest.mark.parametrize("task, metrics", [("link_prediction", ("auc", "ap")), ("node_classification", ("accuracy",))])
+@pytest.mark.parametrize("method", ["fedavg", "moon", "fedvgae"])
+def test_runconfig_runs_subgraph_clients_end_to_end(planetoid, task, metrics, method):
+    config = RunConfig(**GRAPH, task=task, method=method)
+    records = run(config, data_root=planetoid, device="cpu", progress=False)
+    assert len(records) == config.rounds * config.num_clients
+    for metric in metrics:
+        assert records[metric].map(math.isfinite).all()
+        table = final_summary(records, value=metric)
+        assert table["mean"].map(math.isfinite).all()
+
+
+def test_graph_federation_matches_the_config(planetoid):
+    config = RunConfig(**{**GRAPH, "partition": "metis"}, task="node_classification",
+                       partition_options={"train_ratio": 0.5, "val_ratio": 0.25})
+    fed = build_federation(config, data_root=planetoid, device="cpu")
+    assert isinstance(fed, GraphFederation) and fed.num_clients == 4
+    assert fed.num_train.sum() == 516, "every node belongs to one client"
+    assert fed.flat.module.readout is not None
+    clients = graph_clients(config, planetoid)
+    assert all(c.links is None for c in clients), "node classification needs no link split"
+    assert graph_clients(config, planetoid) is clients, "cut once per configuration"
+    assert all(abs(int(c.data.train_mask.sum()) - 0.5 * c.data.num_nodes) <= 1 for c in clients)
+
+
+def test_same_graph_config_and_seed_give_identical_records(planetoid):
+    config = RunConfig(**GRAPH, task="link_prediction", method="fedvgae")
+    first = run(config, data_root=planetoid, device="cpu", progress=False)
+    pd.testing.assert_frame_equal(first, run(config, data_root=planetoid, device="cpu", progress=False))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"partition": "shards"}, r"unknown partition 'shards' for the graph dataset 'cora'; choose one of \['louvain', 'metis'\]"),
+    ({"task": "classification"}, "unknown task 'classification' for the graph dataset 'cora'"),
+    ({"dataset": "digits", "model": "mclr"}, "unknown partition 'louvain' for the sample dataset 'digits'"),
+])
+def test_graph_and_sample_options_are_not_mixed(change, message):
+    with pytest.raises(ValueError, match=message):
+        RunConfig(**{**GRAPH, "task": "link_prediction", **change})
+
+
+def test_fedavg_learns_links_on_the_fixture_graph():
+    fed = make_graph_federation("link_prediction", epochs=5)
+    start = sum(m["auc"] for m in fed.evaluate(fed.initial)) / fed.num_clients
+    records = run_rounds(fed, build_algorithm("fedavg"), Schedule(10, eval_every=10), progress=False)
+    assert records["auc"].mean() > max(start, 80.0)

@@ -18,6 +18,8 @@ FEDSKA_SERVER_INIT = 2**32 + 4
 FEDSKA_SERVER_NOISE = 2**32 + 5
 EDGE_SAMPLING = 2**32 + 6
 UPLOAD_CHANNEL = 2**32 + 7
+FEDSAGE = 2**32 + 0x5A6E
+FEDPUB_PROXY = 2**32 + 0xFED9B
 
 
 def derive_seed(seed: int, *keys: int) -> int:

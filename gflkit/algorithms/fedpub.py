@@ -79,12 +79,11 @@ from torch_geometric.data import Data
 from gflkit.algorithms.base import Algorithm, weighted_mean
 from gflkit.algorithms.terms import squared_distance
 from gflkit.federation import Federation, GraphFederation, LocalResult
-from gflkit.seeding import generator
+from gflkit.seeding import FEDPUB_PROXY, generator
 from gflkit.state import Entry, Layout
 from gflkit.training import LocalStep
 
 MASK_INITS = ("ones", "xavier")
-PROXY_STREAM = 2**32 + 0xFED9B  # seeding tag of the random proxy input and of Xavier mask initialisation
 
 
 @dataclass(frozen=True)
@@ -220,7 +219,7 @@ class FedPub(Algorithm):
 
     def proxy_input(self, fed: Federation) -> Any:
         """The shared random input of the functional embeddings (a random graph for subgraph clients)."""
-        p, gen = self.params, generator(fed.seed, PROXY_STREAM)
+        p, gen = self.params, generator(fed.seed, FEDPUB_PROXY)
         if isinstance(fed, GraphFederation):
             num_features = fed.graphs[0].x.size(1)
             return random_partition_graph(p.n_proxy, p.proxy_nodes, p.proxy_p, num_features, gen).to(fed.device)
@@ -236,7 +235,7 @@ class FedPub(Algorithm):
         clients)."""
         if self.params.mask_init == "ones":
             return torch.ones(fed.num_clients, int(self.maskable.sum()), device=fed.device)
-        gen = generator(fed.seed, PROXY_STREAM, 1)
+        gen = generator(fed.seed, FEDPUB_PROXY, 1)
         parts = [nn.init.xavier_uniform_(torch.empty(entry.shape), generator=gen).flatten() for entry in self.entries]
         mask = torch.cat(parts) if parts else torch.empty(0)
         return mask.to(fed.device).repeat(fed.num_clients, 1)

@@ -81,10 +81,9 @@ from torch_geometric.utils import subgraph
 
 from gflkit.algorithms.fedavg import FedAvg
 from gflkit.federation import Federation, GraphFederation, LocalResult
-from gflkit.seeding import derive_seed, generator, seed_global_rng
+from gflkit.seeding import FEDSAGE, derive_seed, generator, seed_global_rng
 from gflkit.state import FlatModule
 
-FEDSAGE = 2**32 + 0x5A6E  # tag of FedSage+'s random streams (next to those of gflkit.seeding)
 _HIDE, _INIT, _NOISE, _DROPOUT, _MEND = range(5)
 
 

@@ -48,7 +48,7 @@ def test_greedy_loss_matches_each_generated_neighbour_with_its_nearest_missing_o
     assert math.isclose(float(loss.detach()), (1 + 1 + 1 + 4) / 6, rel_tol=1e-6)
     loss.backward()
     assert torch.isfinite(generated.grad).all() and bool((generated.grad[2] == 0).all())
-    assert float(greedy_feature_loss(generated, torch.tensor([0.9, 0.0, 3.0]), true, missing)) == 0.0
+    assert float(greedy_feature_loss(generated, torch.tensor([0.9, 0.0, 3.0]), true, missing).detach()) == 0.0
 
 
 def test_mending_adds_the_predicted_number_of_neighbours_capped_at_num_pred():

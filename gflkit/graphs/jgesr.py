@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import torch
 from torch import Tensor
@@ -105,30 +106,36 @@ class JointProblem:
         self.mask = None if mask is None else mask.double()
         self.params = params
         self.space = EdgeSpace(received.shape[0], received.device)
-        self._distances_of: tuple[Tensor, Tensor] | None = None  # (models, u(models)) of the latest call
+        self._latest: dict[str, tuple[Tensor, Any]] = {}
+
+    def _memo(self, name: str, models: Tensor, compute: Callable[[Tensor], Any]) -> Any:
+        """``compute(models)``, kept for the latest iterate: a solver step asks for the residual, the
+        fidelity and the distances of the same iterate several times, and with ``d`` large these
+        ``K × d`` passes are the step's cost (iterates are new tensors, never modified in place)."""
+        latest = self._latest.get(name)
+        if latest is None or latest[0] is not models:
+            latest = self._latest[name] = (models, compute(models))
+        return latest[1]
 
     def residual(self, models: Tensor) -> Tensor:
         r""":math:`M \odot \Psi - \tilde X`."""
-        return (models if self.mask is None else models * self.mask) - self.received
+        return self._memo("residual", models,
+                          lambda m: (m if self.mask is None else m * self.mask) - self.received)
 
     def distances(self, models: Tensor) -> Tensor:
-        r""":math:`u(\Psi) = \mathrm{upper}(\mathcal D(\Psi))`, :math:`\mathcal D_{mn} = \frac12\lVert\psi_m - \psi_n\rVert^2`.
+        r""":math:`u(\Psi) = \mathrm{upper}(\mathcal D(\Psi))`, :math:`\mathcal D_{mn} = \frac12\lVert\psi_m - \psi_n\rVert^2`."""
 
-        Every solver step asks for the distances of the same iterate several times; the ``K × K`` Gram
-        matrix is the step's main cost with ``d`` large, so the latest result is kept (iterates are new
-        tensors, never modified in place).
-        """
-        if self._distances_of is not None and self._distances_of[0] is models:
-            return self._distances_of[1]
-        gram = models @ models.T
-        squared = gram.diagonal()
-        distances = (0.5 * (squared[:, None] + squared[None, :] - 2.0 * gram)).clamp(min=0.0)[self.space.pairs]
-        self._distances_of = (models, distances)
-        return distances
+        def compute(m: Tensor) -> Tensor:
+            gram = m @ m.T
+            squared = gram.diagonal()
+            return (0.5 * (squared[:, None] + squared[None, :] - 2.0 * gram)).clamp(min=0.0)[self.space.pairs]
+
+        return self._memo("distances", models, compute)
 
     def fidelity(self, models: Tensor) -> float:
         r""":math:`\frac{\mu}{2}\lVert M\odot\Psi - \tilde X\rVert_Z^2`."""
-        return float(0.5 * self.params.mu * (self.weights[:, None] * self.residual(models).pow(2)).sum())
+        return self._memo("fidelity", models, lambda m: float(
+            0.5 * self.params.mu * (self.weights[:, None] * self.residual(m).pow(2)).sum()))
 
     def smooth(self, models: Tensor, edges: Tensor) -> float:
         r""":math:`f(\Psi, w)`."""

@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable, NamedTuple
 
+import pandas as pd
 import pytest
 import torch
 
+from gflkit.algorithms import Algorithm
+from gflkit.engine import Checkpoint, Schedule, run_rounds
 from gflkit.federation import Federation
 from gflkit.models import build_model
 from gflkit.tasks import ClassificationTask
@@ -31,6 +35,30 @@ def make_federation(num_clients: int = 4, per_client: int = 40, seed: int = 0, m
     net = build_model(model, (2, 4, 4), 3)
     return Federation(x, y, train, test, net, ClassificationTask(), TrainConfig(batch_size=8, lr=0.1), seed=seed)
 
+
+
+class ResumedRun(NamedTuple):
+    """An uninterrupted run and the same run killed after a checkpoint and resumed."""
+
+    full: pd.DataFrame
+    resumed: pd.DataFrame
+    full_algorithm: Algorithm
+    resumed_algorithm: Algorithm
+
+
+def run_full_and_resumed(make_fed: Callable[[], Federation], make_algorithm: Callable[[], Algorithm],
+                         checkpoint_path: Path, rounds: int = 3, stop_after: int = 2) -> ResumedRun:
+    """Run ``rounds`` rounds uninterrupted; run them again, stopped after a checkpoint at ``stop_after``
+    and resumed from it by fresh objects (as after a kill)."""
+    full_algorithm = make_algorithm()
+    full = run_rounds(make_fed(), full_algorithm, Schedule(rounds), progress=False)
+    checkpoint = Checkpoint(checkpoint_path)
+    run_rounds(make_fed(), make_algorithm(), Schedule(stop_after, checkpoint_every=stop_after), checkpoint,
+               progress=False)
+    resumed_algorithm = make_algorithm()
+    resumed = run_rounds(make_fed(), resumed_algorithm, Schedule(rounds, checkpoint_every=stop_after), checkpoint,
+                         progress=False)
+    return ResumedRun(full, resumed, full_algorithm, resumed_algorithm)
 
 @pytest.fixture
 def federation() -> Federation:

@@ -4,10 +4,10 @@ import torch
 
 from gflkit.algorithms import build_algorithm
 from gflkit.algorithms.cfl import complete_linkage_bipartition, should_split, update_norms
-from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.engine import Schedule, run_rounds
 from gflkit.graphs import cosine_similarity_matrix
 
-from conftest import make_federation
+from conftest import make_federation, run_full_and_resumed
 
 
 def ready(**options):
@@ -143,12 +143,6 @@ def test_end_to_end_run_splits_clusters_and_evaluates_clients_with_their_cluster
 
 
 def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
-    full_algorithm = build_algorithm("cfl", **SPLITTING)
-    full = run_rounds(make_federation(), full_algorithm, Schedule(3), progress=False)
-    ckpt = Checkpoint(tmp_path / "checkpoint.pt")
-    run_rounds(make_federation(), build_algorithm("cfl", **SPLITTING), Schedule(2, checkpoint_every=2), ckpt,
-               progress=False)
-    resumed_algorithm = build_algorithm("cfl", **SPLITTING)
-    resumed = run_rounds(make_federation(), resumed_algorithm, Schedule(3, checkpoint_every=2), ckpt, progress=False)
-    pd.testing.assert_frame_equal(full, resumed)
-    assert torch.equal(full_algorithm.assignments, resumed_algorithm.assignments)
+    run = run_full_and_resumed(make_federation, lambda: build_algorithm("cfl", **SPLITTING), tmp_path / "checkpoint.pt")
+    pd.testing.assert_frame_equal(run.full, run.resumed)
+    assert torch.equal(run.full_algorithm.assignments, run.resumed_algorithm.assignments)

@@ -4,9 +4,9 @@ import torch
 
 from gflkit.algorithms import build_algorithm
 from gflkit.algorithms.base import weighted_mean
-from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.engine import Schedule, run_rounds
 
-from conftest import make_federation
+from conftest import make_federation, run_full_and_resumed
 
 
 def run(rounds=1, **options):
@@ -50,9 +50,5 @@ def test_negative_lambda_is_rejected():
 
 
 def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
-    full = run_rounds(make_federation(), build_algorithm("ditto"), Schedule(3), progress=False)
-    ckpt = Checkpoint(tmp_path / "checkpoint.pt")
-    run_rounds(make_federation(), build_algorithm("ditto"), Schedule(2, checkpoint_every=2), ckpt, progress=False)
-    resumed = run_rounds(make_federation(), build_algorithm("ditto"), Schedule(3, checkpoint_every=2), ckpt,
-                         progress=False)
-    pd.testing.assert_frame_equal(full, resumed)
+    run = run_full_and_resumed(make_federation, lambda: build_algorithm("ditto"), tmp_path / "checkpoint.pt")
+    pd.testing.assert_frame_equal(run.full, run.resumed)

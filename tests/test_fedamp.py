@@ -6,9 +6,9 @@ import torch
 
 from gflkit.algorithms import build_algorithm
 from gflkit.algorithms.fedamp import attention_weights, cloud_models
-from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.engine import Schedule, run_rounds
 
-from conftest import make_federation
+from conftest import make_federation, run_full_and_resumed
 
 # squared distances: ‖w0 − w1‖² = 1, ‖w0 − w2‖² = 4, ‖w1 − w2‖² = 5
 MODELS3 = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]], dtype=torch.float64)
@@ -109,11 +109,6 @@ ATTENDING = {"alpha": 1.0, "sigma": 10.0}
 
 
 def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
-    full = run_rounds(make_federation(), build_algorithm("fedamp", **ATTENDING), Schedule(3), progress=False)
-    ckpt = Checkpoint(tmp_path / "checkpoint.pt")
-    run_rounds(make_federation(), build_algorithm("fedamp", **ATTENDING), Schedule(2, checkpoint_every=2), ckpt,
-               progress=False)
-    algorithm = build_algorithm("fedamp", **ATTENDING)
-    resumed = run_rounds(make_federation(), algorithm, Schedule(3, checkpoint_every=2), ckpt, progress=False)
-    pd.testing.assert_frame_equal(full, resumed)
-    assert (algorithm.attention - torch.eye(4)).abs().max() > 0.01  # the clients did collaborate
+    run = run_full_and_resumed(make_federation, lambda: build_algorithm("fedamp", **ATTENDING), tmp_path / "checkpoint.pt")
+    pd.testing.assert_frame_equal(run.full, run.resumed)
+    assert (run.resumed_algorithm.attention - torch.eye(4)).abs().max() > 0.01  # the clients did collaborate

@@ -6,9 +6,9 @@ import torch
 from gflkit.algorithms import build_algorithm
 from gflkit.algorithms.base import weighted_mean
 from gflkit.algorithms.fedpub import masked_weights, personalised_aggregate, random_partition_graph, similarity_weights
-from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.engine import Schedule, run_rounds
 
-from conftest import make_federation
+from conftest import make_federation, run_full_and_resumed
 from graph_fixtures import make_graph_federation
 
 
@@ -92,20 +92,12 @@ def test_fedpub_trains_personalised_models_with_finite_metrics(task, metric):
 
 
 def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
-    full_algorithm = build_algorithm("fedpub")
-    full = run_rounds(make_graph_federation(), full_algorithm, Schedule(4), progress=False)
-    checkpoint = Checkpoint(tmp_path / "checkpoint.pt")
-    run_rounds(make_graph_federation(), build_algorithm("fedpub"), Schedule(2, checkpoint_every=2), checkpoint,
-               progress=False)
-    resumed_algorithm = build_algorithm("fedpub")
-    resumed = run_rounds(make_graph_federation(), resumed_algorithm, Schedule(4, checkpoint_every=2), checkpoint,
-                         progress=False)
-    assert resumed.equals(full)
-    for name, value in full_algorithm.state_dict().items():
-        other = resumed_algorithm.state_dict()[name]
+    run = run_full_and_resumed(make_graph_federation, lambda: build_algorithm("fedpub"), tmp_path / "checkpoint.pt",
+                               rounds=4)
+    assert run.resumed.equals(run.full)
+    for name, value in run.full_algorithm.state_dict().items():
+        other = run.resumed_algorithm.state_dict()[name]
         assert torch.equal(value, other) if isinstance(value, torch.Tensor) else value == other, name
-
-
 def test_the_proxy_graph_is_disjoint_random_blocks_fixed_by_the_seed():
     graph = random_partition_graph(3, 10, 0.5, 4, torch.Generator().manual_seed(0))
     assert graph.x.shape == (30, 4) and graph.edge_index.size(1) > 0

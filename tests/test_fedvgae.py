@@ -3,9 +3,9 @@ import torch
 
 from gflkit.algorithms import build_algorithm
 from gflkit.algorithms.fedvgae import mix
-from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.engine import Schedule, run_rounds
 
-from conftest import make_federation
+from conftest import make_federation, run_full_and_resumed
 from graph_fixtures import make_graph_federation
 
 
@@ -83,15 +83,9 @@ def test_fedvgae_trains_personalised_models_with_finite_metrics(task, metric):
 
 
 def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
-    full = run_rounds(make_graph_federation(), build_algorithm("fedvgae"), Schedule(4), progress=False)
-    checkpoint = Checkpoint(tmp_path / "checkpoint.pt")
-    fed, algorithm = make_graph_federation(), build_algorithm("fedvgae")
-    run_rounds(fed, algorithm, Schedule(2, checkpoint_every=2), checkpoint, progress=False)
-    resumed = run_rounds(make_graph_federation(), build_algorithm("fedvgae"), Schedule(4, checkpoint_every=2), checkpoint,
-                         progress=False)
-    assert resumed.equals(full)
-
-
+    run = run_full_and_resumed(make_graph_federation, lambda: build_algorithm("fedvgae"), tmp_path / "checkpoint.pt",
+                               rounds=4)
+    assert run.resumed.equals(run.full)
 def test_sample_clients_need_an_explicit_validation_split():
     with pytest.raises(ValueError, match="validates on the split 'val'.*unknown split 'val'"):
         build_algorithm("fedvgae").setup(make_federation())

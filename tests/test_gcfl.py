@@ -5,9 +5,9 @@ import torch
 
 from gflkit.algorithms import build_algorithm
 from gflkit.algorithms.gcfl import dtw_distance, dtw_distance_matrix, min_cut_bipartition
-from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.engine import Schedule, run_rounds
 
-from conftest import make_federation
+from conftest import make_federation, run_full_and_resumed
 from graph_fixtures import make_graph_federation
 
 
@@ -158,19 +158,11 @@ def test_link_prediction_run_clusters_subgraph_clients_with_finite_auc():
 
 
 def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
-    full_algorithm = build_algorithm("gcfl", **SPLITTING)
-    full = run_rounds(make_graph_federation(), full_algorithm, Schedule(4), progress=False)
-    checkpoint = Checkpoint(tmp_path / "checkpoint.pt")
-    run_rounds(make_graph_federation(), build_algorithm("gcfl", **SPLITTING), Schedule(3, checkpoint_every=3),
-               checkpoint, progress=False)
-    resumed_algorithm = build_algorithm("gcfl", **SPLITTING)
-    resumed = run_rounds(make_graph_federation(), resumed_algorithm, Schedule(4, checkpoint_every=3), checkpoint,
-                         progress=False)
-    assert resumed.equals(full)
-    assert torch.equal(full_algorithm.assignments, resumed_algorithm.assignments)
-    assert torch.equal(full_algorithm.sequences, resumed_algorithm.sequences)
-
-
+    run = run_full_and_resumed(make_graph_federation, lambda: build_algorithm("gcfl", **SPLITTING),
+                               tmp_path / "checkpoint.pt", rounds=4, stop_after=3)
+    assert run.resumed.equals(run.full)
+    assert torch.equal(run.full_algorithm.assignments, run.resumed_algorithm.assignments)
+    assert torch.equal(run.full_algorithm.sequences, run.resumed_algorithm.sequences)
 def test_partial_participation_splits_whole_clusters_once_every_sequence_is_full():
     fed = make_federation(num_clients=6)
     algorithm = build_algorithm("gcfl", **SPLITTING)

@@ -3,9 +3,8 @@ import pytest
 import torch
 
 from gflkit.algorithms import build_algorithm
-from gflkit.engine import Checkpoint, Schedule, run_rounds
 
-from conftest import make_federation
+from conftest import make_federation, run_full_and_resumed
 
 
 def ready(num_clusters=2):
@@ -77,10 +76,5 @@ def test_more_clusters_than_clients_is_rejected():
 
 
 def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
-    full_fed = make_federation()
-    full = run_rounds(full_fed, build_algorithm("ifca"), Schedule(3), progress=False)
-    ckpt = Checkpoint(tmp_path / "checkpoint.pt")
-    run_rounds(make_federation(), build_algorithm("ifca"), Schedule(2, checkpoint_every=2), ckpt, progress=False)
-    algorithm = build_algorithm("ifca")
-    resumed = run_rounds(make_federation(), algorithm, Schedule(3, checkpoint_every=2), ckpt, progress=False)
-    pd.testing.assert_frame_equal(full, resumed)
+    run = run_full_and_resumed(make_federation, lambda: build_algorithm("ifca"), tmp_path / "checkpoint.pt")
+    pd.testing.assert_frame_equal(run.full, run.resumed)

@@ -1,3 +1,4 @@
+import pandas as pd
 import pytest
 import torch
 
@@ -6,7 +7,7 @@ from gflkit.channel import Channel
 from gflkit.engine import Schedule, run_rounds
 from gflkit.graphs.jgesr import JGESRParams, restore
 
-from conftest import make_federation
+from conftest import make_federation, run_full_and_resumed
 
 
 def noisy_federation(missing_rate: float = 0.0):
@@ -68,3 +69,11 @@ def test_jgesr_trains_under_channel_noise_and_records_a_decreasing_objective(met
 def test_jgesr_needs_two_clients():
     with pytest.raises(ValueError, match="needs at least 2"):
         build_algorithm("pdca").check(1)
+
+
+@pytest.mark.parametrize("method", ["pdca", "two_step"])
+def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path, method):
+    run = run_full_and_resumed(lambda: noisy_federation(missing_rate=0.05), lambda: build_algorithm(method, max_iter=100),
+                               tmp_path / "checkpoint.pt")
+    pd.testing.assert_frame_equal(run.full, run.resumed)
+    assert torch.equal(run.full_algorithm.graph, run.resumed_algorithm.graph)

@@ -10,9 +10,9 @@ from gflkit.algorithms.pfedgraph import (
     update_similarity,
 )
 from gflkit.algorithms.terms import cosine_similarity
-from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.engine import Schedule, run_rounds
 
-from conftest import make_federation
+from conftest import make_federation, run_full_and_resumed
 
 
 def bisection_projection(row: torch.Tensor, steps: int = 200) -> torch.Tensor:
@@ -146,10 +146,6 @@ def test_invalid_params_are_rejected(options, message):
 
 
 def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
-    full = run_rounds(make_federation(), build_algorithm("pfedgraph"), Schedule(3), progress=False)
-    ckpt = Checkpoint(tmp_path / "checkpoint.pt")
-    run_rounds(make_federation(), build_algorithm("pfedgraph"), Schedule(2, checkpoint_every=2), ckpt, progress=False)
-    algorithm = build_algorithm("pfedgraph")
-    resumed = run_rounds(make_federation(), algorithm, Schedule(3, checkpoint_every=2), ckpt, progress=False)
-    pd.testing.assert_frame_equal(full, resumed)
-    assert torch.equal(algorithm.artifacts()["graph"], algorithm.graph)
+    run = run_full_and_resumed(make_federation, lambda: build_algorithm("pfedgraph"), tmp_path / "checkpoint.pt")
+    pd.testing.assert_frame_equal(run.full, run.resumed)
+    assert torch.equal(run.resumed_algorithm.artifacts()["graph"], run.resumed_algorithm.graph)

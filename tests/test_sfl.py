@@ -4,10 +4,10 @@ import torch
 
 from gflkit.algorithms import build_algorithm
 from gflkit.algorithms.sfl import graph_propagate
-from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.engine import Schedule, run_rounds
 from gflkit.graphs import given_graph
 
-from conftest import make_federation
+from conftest import make_federation, run_full_and_resumed
 
 PATH4 = torch.tensor([[0.0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 1], [0, 0, 1, 0]])
 # D^{-1}(A + I) of the path 0 - 1 - 2
@@ -93,9 +93,5 @@ def test_invalid_params_are_rejected(options, message):
 
 
 def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
-    full = run_rounds(make_federation(), build_algorithm("sfl"), Schedule(3), progress=False)
-    ckpt = Checkpoint(tmp_path / "checkpoint.pt")
-    run_rounds(make_federation(), build_algorithm("sfl"), Schedule(2, checkpoint_every=2), ckpt, progress=False)
-    resumed = run_rounds(make_federation(), build_algorithm("sfl"), Schedule(3, checkpoint_every=2), ckpt,
-                         progress=False)
-    pd.testing.assert_frame_equal(full, resumed)
+    run = run_full_and_resumed(make_federation, lambda: build_algorithm("sfl"), tmp_path / "checkpoint.pt")
+    pd.testing.assert_frame_equal(run.full, run.resumed)

@@ -5,9 +5,23 @@ One round ``t`` (1-based) of :func:`run_rounds`:
 1. sample the participating clients ``S_t`` (all of them by default);
 2. for each ``k`` in ``S_t``: ``algorithm.client_update`` (configure → shared local SGD loop);
 3. ``algorithm.aggregate(S_t, updates)`` — linear algebra on the ``K × d`` state;
-4. every ``eval_every`` rounds (and at the last one): evaluate each client's model
-   (``algorithm.evaluation_models``) on its own test split and append one record per client;
+4. every ``eval_every`` rounds (and at the last one): evaluate each client's model on its own test
+   split under both evaluation protocols and append one record per client;
 5. every ``checkpoint_every`` rounds: write the complete state atomically.
+
+**Evaluation protocols** (``Schedule.evaluate``) — which model a client is scored with:
+
+* ``"server"``: the model the server holds for the client after aggregation
+  (``algorithm.evaluation_models``): the global model (FedAvg, FedProx, MOON), the client's cluster
+  model (IFCA, CFL) or its personal row (Local, Ditto, SFL, FedSKA, ...);
+* ``"local"``: the model the client holds after its local training of the round
+  (``algorithm.trained_model``): e.g. the global or cluster model fine-tuned for one local epoch on the
+  client's data. A client that did not take part in the round keeps the score of the model it last
+  trained (its model has not changed since); one that never trained is scored with the server's model.
+
+The configured protocol's metrics are the record's plain columns (``accuracy``, ``loss``, ...); the
+other protocol's are kept beside them with its name as suffix (``accuracy_local`` or
+``accuracy_server``), so a table can show both from one run.
 
 A run resumed from its checkpoint reproduces the uninterrupted run exactly, because every random
 stream is derived from ``(seed, round, client)`` rather than from a running generator.
@@ -31,14 +45,21 @@ from gflkit.federation import Federation, LocalResult
 from gflkit.seeding import CLIENT_SAMPLING, derive_seed
 
 
+PROTOCOLS = ("server", "local")
+
+
 @dataclass(frozen=True)
 class Schedule:
-    """How many rounds, who participates, how often to evaluate and checkpoint."""
+    """How many rounds, who participates, how often to evaluate, which model is scored, checkpoints.
+
+    ``evaluate`` is the evaluation protocol, ``"server"`` or ``"local"`` (see the module docstring).
+    """
 
     rounds: int
     clients_per_round: int | None = None
     eval_every: int = 1
     checkpoint_every: int = 0
+    evaluate: str = "server"
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -49,6 +70,15 @@ class Schedule:
             raise ValueError(f"eval_every must be >= 1, got {self.eval_every}")
         if self.checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be >= 0 (0 disables checkpoints), got {self.checkpoint_every}")
+        if self.evaluate not in PROTOCOLS:
+            raise ValueError(f"unknown evaluation protocol evaluate={self.evaluate!r}; choose one of {list(PROTOCOLS)} "
+                             "('server': the model the server holds for the client, 'local': that model after the "
+                             "client's local training of the round)")
+
+    @property
+    def other_protocol(self) -> str:
+        """The protocol whose metrics are kept beside the configured one's (with its name as suffix)."""
+        return PROTOCOLS[1 - PROTOCOLS.index(self.evaluate)]
 
     def evaluates(self, round: int) -> bool:
         """Whether round ``round`` (1-based) ends with an evaluation."""
@@ -69,7 +99,8 @@ class Checkpoint:
     def __init__(self, path: str | Path):
         self.path = Path(path)
 
-    def save(self, round: int, fed: Federation, algorithm: Algorithm, records: list[dict[str, Any]]) -> None:
+    def save(self, round: int, fed: Federation, algorithm: Algorithm, records: list[dict[str, Any]],
+             local_scores: dict[int, dict[str, float]]) -> None:
         """Write the state after ``round`` (temp file + rename, so a kill never leaves half a file)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
@@ -79,17 +110,19 @@ class Checkpoint:
             "global_model": fed.global_model,
             "algorithm": algorithm.state_dict(),
             "records": records,
+            "local_scores": local_scores,
         }
         torch.save(state, tmp)
         os.replace(tmp, self.path)
 
-    def load(self, fed: Federation, algorithm: Algorithm) -> tuple[int, list[dict[str, Any]]]:
-        """Restore the state into ``fed`` and ``algorithm``; returns (last finished round, records)."""
+    def load(self, fed: Federation, algorithm: Algorithm) -> tuple[int, list[dict[str, Any]], dict[int, dict[str, float]]]:
+        """Restore the state into ``fed`` and ``algorithm``; returns (last finished round, records,
+        the latest local-protocol scores per client)."""
         state = torch.load(self.path, map_location=fed.device, weights_only=False)
         fed.models = state["models"]
         fed.global_model = state["global_model"]
         algorithm.load_state_dict(state["algorithm"])
-        return state["round"], state["records"]
+        return state["round"], state["records"], state["local_scores"]
 
     def exists(self) -> bool:
         """Whether a checkpoint file is present."""
@@ -104,6 +137,26 @@ def train_round(fed: Federation, algorithm: Algorithm, clients: Tensor, round: i
     return results
 
 
+def score_trained_models(fed: Federation, algorithm: Algorithm, clients: Tensor, results: list[LocalResult],
+                         scores: dict[int, dict[str, float]]) -> None:
+    """The ``"local"`` protocol: score each client's freshly trained model on its test split, into ``scores``."""
+    for client, result in zip(clients.tolist(), results):
+        scores[client] = fed.client_metrics(client, algorithm.trained_model(fed, client, result), "test")
+
+
+def protocol_records(server: list[dict[str, float]], local_scores: dict[int, dict[str, float]],
+                     schedule: Schedule) -> list[dict[str, float]]:
+    """Per client: the configured protocol's metrics, plus the other's with its name as suffix."""
+    rows = []
+    for client, server_metrics in enumerate(server):
+        by_protocol = {"server": server_metrics, "local": local_scores.get(client, server_metrics)}
+        other = by_protocol[schedule.other_protocol]
+        rows.append({**by_protocol[schedule.evaluate],
+                     **{f"{name}_{schedule.other_protocol}": value for name, value in other.items()
+                        if name != "num_samples"}})
+    return rows
+
+
 def run_rounds(
     fed: Federation,
     algorithm: Algorithm,
@@ -114,15 +167,17 @@ def run_rounds(
 ) -> pd.DataFrame:
     """Run the federation for ``schedule.rounds`` rounds and return the tidy evaluation records.
 
-    Records have one row per (evaluated round, client): ``round``, ``client``, ``accuracy``, ``loss``,
-    ``num_samples`` (the client's test samples), ``train_loss`` (mean local loss of that round; NaN
-    when the client did not take part).
+    Records have one row per (evaluated round, client): ``round``, ``client``, the task's metrics under
+    ``schedule.evaluate`` (e.g. ``accuracy``, ``loss``), the same under the other protocol with its name
+    as suffix (``accuracy_local`` / ``accuracy_server``), ``num_samples`` (the client's test samples),
+    ``train_loss`` (mean local loss of that round; NaN when the client did not take part).
     """
     algorithm.setup(fed)
-    first_round, records = 1, []
+    first_round, records, local_scores = 1, [], {}
     if checkpoint is not None and checkpoint.exists():
-        done, records = checkpoint.load(fed, algorithm)
+        done, records, local_scores = checkpoint.load(fed, algorithm)
         first_round = done + 1
+    partial = schedule.clients_per_round is not None and schedule.clients_per_round < fed.num_clients
     bar = tqdm(
         range(first_round, schedule.rounds + 1),
         desc=description or algorithm.name,
@@ -132,9 +187,11 @@ def run_rounds(
     for round in bar:
         clients = sample_clients(fed.num_clients, schedule.clients_per_round, fed.seed, round)
         results = train_round(fed, algorithm, clients, round)
+        if schedule.evaluates(round) or partial:  # a non-participant keeps its last trained model's score
+            score_trained_models(fed, algorithm, clients, results, local_scores)
         if schedule.evaluates(round):
             train_loss = dict(zip(clients.tolist(), (r.loss for r in results)))
-            metrics = fed.evaluate(algorithm.evaluation_models(fed))
+            metrics = protocol_records(fed.evaluate(algorithm.evaluation_models(fed)), local_scores, schedule)
             records.extend(
                 {"round": round, "client": k, **m, "train_loss": train_loss.get(k, math.nan)}
                 for k, m in enumerate(metrics)
@@ -142,5 +199,5 @@ def run_rounds(
             headline = next(iter(metrics[0]))  # the task's first metric, e.g. accuracy or mae
             bar.set_postfix({headline: f"{np.mean([m[headline] for m in metrics]):.3g}"})
         if checkpoint is not None and schedule.checkpoint_every and round % schedule.checkpoint_every == 0:
-            checkpoint.save(round, fed, algorithm, records)
+            checkpoint.save(round, fed, algorithm, records, local_scores)
     return pd.DataFrame.from_records(records)

@@ -58,6 +58,10 @@ class RunConfig:
         model, method: registered names, with their options (``method_options`` is completed with the
             method's defaults, so it always lists every hyper-parameter).
         rounds, clients_per_round, eval_every: the schedule.
+        evaluate: the evaluation protocol, which model a client is scored with: ``"server"`` (the model
+            the server holds for it — global, cluster or personal) or ``"local"`` (that model after the
+            client's local training of the round); the other protocol's metrics are recorded beside
+            (see :mod:`gflkit.engine`). Each paper's profiles set it per method to the paper's protocol.
         local_epochs, batch_size, lr, momentum, weight_decay: local SGD. Graph clients take one
             full-batch step per local epoch ("local iterations") and ignore ``batch_size``.
         task: ``classification`` / ``forecasting`` for samples, ``link_prediction`` /
@@ -81,6 +85,7 @@ class RunConfig:
     rounds: int = 10
     clients_per_round: int | None = None
     eval_every: int = 1
+    evaluate: str = "server"
     local_epochs: int = 1
     batch_size: int = 32
     lr: float = 0.01
@@ -145,7 +150,7 @@ class RunConfig:
 
     def schedule(self, checkpoint_every: int = 0) -> Schedule:
         """The round schedule."""
-        return Schedule(self.rounds, self.clients_per_round, self.eval_every, checkpoint_every)
+        return Schedule(self.rounds, self.clients_per_round, self.eval_every, checkpoint_every, self.evaluate)
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -283,7 +288,8 @@ def run(
 ) -> pd.DataFrame:
     """Run ``config`` (or read it back from ``store``) and return its records.
 
-    The records are the engine's per-round, per-client rows plus the columns ``method`` and ``seed``.
+    The records are the engine's per-round, per-client rows plus the columns ``method``, ``seed`` and
+    ``evaluate`` (the run's evaluation protocol).
     With a store, the run checkpoints every ``checkpoint_every`` rounds and resumes after a kill.
     """
     resolved = resolve_device(device)
@@ -299,4 +305,4 @@ def run(
         )
         if store is not None:
             store.save(stored, records, algorithm.artifacts())
-    return records.assign(method=config.method, seed=config.seed)
+    return records.assign(method=config.method, seed=config.seed, evaluate=config.evaluate)

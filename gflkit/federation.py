@@ -129,7 +129,7 @@ class Federation:
             raise ValueError(f"unknown split {split!r}; sample clients have the splits {list(splits)}")
         return splits[split][client]
 
-    def client_data(self, client: int, split: str = "train") -> Batch:
+    def client_data(self, client: int, split: str = "train") -> tuple[Tensor, Tensor]:
         """The samples and labels of one client's ``"train"`` or ``"test"`` split."""
         indices = self._indices(client, split)
         return self.x[indices], self.y[indices]
@@ -242,7 +242,7 @@ class Federation:
             self.flat.load(model)
         module = self.flat.module.eval()
         sums = {"correct": 0.0, "loss_sum": 0.0, "count": 0.0}  # what an empty split finalises to
-        for inputs, targets in self.batches(client, split):
+        for inputs, targets, _ in self.batches(client, split):
             sums = add_sums(sums, self.task.evaluate(module(inputs), targets))
         return {**self.task.finalize(sums), "num_samples": int(sums.get("count", 0))}
 
@@ -290,7 +290,7 @@ class GraphFederation(Federation):
                     num_train=[client.data.num_nodes for client in clients],
                     num_test=[task.count(targets) for targets in self.targets["test"]])
 
-    def client_data(self, client: int, split: str = "train") -> Batch:
+    def client_data(self, client: int, split: str = "train") -> tuple[Data, Tensor]:
         """The graph (model input) and the ``split``'s targets of one client."""
         if split not in self.SPLITS:
             raise ValueError(f"unknown split {split!r}; graph clients have the splits {list(self.SPLITS)}")
@@ -317,4 +317,4 @@ class GraphFederation(Federation):
         graph, targets = self.client_data(client, split)
         if generator is not None:
             targets = self.task.training_targets(targets, self.num_nodes[client], generator)
-        yield graph, targets
+        yield Batch(graph, targets)

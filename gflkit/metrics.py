@@ -202,12 +202,47 @@ def final_summary(
     return table.reset_index()
 
 
+PROTOCOLS = ("server", "local")
+
+
+def with_both_protocols(records: pd.DataFrame, value: str = "accuracy") -> pd.DataFrame:
+    """``records`` with ``<value>_server`` and ``<value>_local`` both filled in.
+
+    Each run's records hold ``value`` under its own protocol (column ``evaluate``) and the other
+    protocol's under ``<value>_<other>`` (see :mod:`gflkit.engine`); this puts both under their names.
+    """
+    _require_columns(records, [value, "evaluate"])
+    out = records.copy()
+    for protocol in PROTOCOLS:
+        column = f"{value}_{protocol}"
+        own = out["evaluate"] == protocol
+        out[column] = out[value].where(own, out[column] if column in out else float("nan"))
+    return out
+
+
+def protocol_table(records: pd.DataFrame, value: str = "accuracy", by: Sequence[str] = ("method",),
+                   threshold: float = 1.0) -> pd.DataFrame:
+    """Per ``by`` group: the protocol that ran (``protocol``), the final mean over clients under each
+    protocol (columns ``server`` and ``local``, averaged over seeds) and ``differs``: whether they are
+    more than ``threshold`` points apart — where a table should show the other protocol too."""
+    by = list(by)
+    both = with_both_protocols(records, value)
+    means = [final_summary(both, f"{value}_{p}", by)[[*by, "mean"]].rename(columns={"mean": p}) for p in PROTOCOLS]
+    protocols = records.groupby(by, sort=True)["evaluate"].agg(lambda x: "/".join(sorted(set(x))))
+    table = protocols.rename("protocol").reset_index().merge(means[0], on=by).merge(means[1], on=by)
+    table["differs"] = (table["server"] - table["local"]).abs() > threshold
+    return table
+
+
 __all__ = [
+    "PROTOCOLS",
     "SUMMARY_COLUMNS",
     "accuracy",
     "average_precision",
     "best_fraction",
     "final_summary",
+    "protocol_table",
+    "with_both_protocols",
     "roc_auc",
     "summarize_clients",
     "summarize_records",

@@ -27,6 +27,10 @@ class Profile:
             a ``methods`` entry is validated like the base configuration.
         method_options: per-method hyper-parameters of this profile (e.g. a smaller FedSKA ``k`` for
             a 20-client smoke run), merged under any ``method_options`` passed to :meth:`config`.
+        evaluate: per-method evaluation protocol (``"server"`` or ``"local"``, see
+            :mod:`gflkit.engine`): the paper's protocol for that method. A method not listed uses the
+            base's ``evaluate`` (``"server"`` when the base does not set it); an ``evaluate`` passed to
+            :meth:`config` wins over both.
     """
 
     name: str
@@ -34,13 +38,20 @@ class Profile:
     seeds: tuple[int, ...] = (0,)
     sweep: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     method_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    evaluate: Mapping[str, str] = field(default_factory=dict)
 
     def config(self, **changes: Any) -> RunConfig:
         """A validated run configuration: the base with ``changes`` applied."""
         fields = {**self.base, **changes}
         method = fields.get("method", "fedavg")
         fields["method_options"] = {**self.method_options.get(method, {}), **fields.get("method_options", {})}
+        if "evaluate" not in changes and method in self.evaluate:
+            fields["evaluate"] = self.evaluate[method]
         return RunConfig(**fields)
+
+    def protocol(self, method: str) -> str:
+        """The evaluation protocol this profile scores ``method`` with."""
+        return self.config(method=method).evaluate
 
 
 def resolve_profile(
@@ -70,7 +81,7 @@ def resolve_profile(
     seeds = tuple(profile.seeds if seeds is None else seeds)
     if not seeds or any(int(s) < 0 for s in seeds):
         raise ValueError(f"seeds must be a non-empty list of non-negative integers, got {list(seeds)}")
-    resolved = Profile(name, base, seeds, sweep, profile.method_options)
+    resolved = dataclasses.replace(profile, base=base, seeds=seeds, sweep=sweep)
     resolved.config()  # validates dataset, method, model, rounds, ...
     for method in sweep.get("methods", ()):
         resolved.config(method=method)

@@ -25,7 +25,7 @@ import torch
 from gflkit.engine import Checkpoint
 
 #: Bump when a change to the engine changes the numbers a config produces; old runs are then ignored.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def config_key(config: dict[str, Any]) -> str:

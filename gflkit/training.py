@@ -11,7 +11,7 @@ iteration (graph clients, :class:`~gflkit.federation.GraphFederation`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 
 import torch
 from torch import Tensor
@@ -44,7 +44,10 @@ class LocalStep:
     """What a loss term may look at: the batch, its representation and its predictions.
 
     ``x`` is the model input of the batch: a tensor of samples, or a graph
-    (:class:`torch_geometric.data.Data`) for graph clients.
+    (:class:`torch_geometric.data.Data`) for graph clients. ``positions`` are the batch's samples'
+    positions in the client's training split (row ``i`` of the batch is the client's sample
+    ``positions[i]``), so a term can pair each sample with something the server sent for it (FedSKA's
+    per-sample structure features); ``None`` for graph clients.
     """
 
     client: int
@@ -54,10 +57,18 @@ class LocalStep:
     y: Tensor
     features: Tensor
     logits: Tensor
+    positions: Tensor | None = None
 
 
 LossTerm = Callable[[LocalStep], Optional[Tensor]]
-Batch = tuple[Any, Tensor]  # (model input, targets)
+
+
+class Batch(NamedTuple):
+    """One batch: the model input, its targets and (sample clients) the samples' positions in the split."""
+
+    input: Any
+    targets: Tensor
+    positions: Tensor | None = None
 
 
 def minibatches(x: Tensor, y: Tensor, indices: Tensor, batch_size: int,
@@ -66,13 +77,15 @@ def minibatches(x: Tensor, y: Tensor, indices: Tensor, batch_size: int,
 
     With a ``generator`` the order is a fresh random permutation (one training epoch); without, the
     indices' own order (evaluation). Batches are gathered straight from the pooled tensors, so a
-    client's data is never copied as a whole.
+    client's data is never copied as a whole; each carries its samples' positions in ``indices``.
     """
+    positions = torch.arange(len(indices), device=indices.device)
     if generator is not None:
-        indices = indices[torch.randperm(len(indices), generator=generator).to(indices.device)]
+        positions = torch.randperm(len(indices), generator=generator).to(indices.device)
     for start in range(0, len(indices), batch_size):
-        batch = indices[start : start + batch_size]
-        yield x[batch], y[batch]
+        chosen = positions[start : start + batch_size]
+        batch = indices[chosen]
+        yield Batch(x[batch], y[batch], chosen)
 
 
 def make_sgd(parameters: list[torch.nn.Parameter], config: TrainConfig) -> torch.optim.SGD:
@@ -109,7 +122,7 @@ def local_sgd(
     optimizer = optimizer or make_sgd(flat.parameters, config)
     total, steps = None, 0
     for _ in range(config.epochs):
-        for xb, yb in epoch():
+        for xb, yb, positions in epoch():
             features = model.features(xb)
             logits = model.head(features)
             loss = loss_fn(logits, yb)
@@ -118,7 +131,7 @@ def local_sgd(
                 loss = loss + auxiliary
             total = loss.detach() if total is None else total + loss.detach()
             if loss_term is not None:
-                extra = loss_term(LocalStep(client, round, model, xb, yb, features, logits))
+                extra = loss_term(LocalStep(client, round, model, xb, yb, features, logits, positions))
                 if extra is not None:
                     loss = loss + extra
             optimizer.zero_grad(set_to_none=True)

@@ -48,10 +48,28 @@ def test_mnist_fixture(tmp_path):
     assert data.x.dtype == torch.float32 and data.y.dtype == torch.int64 and data.num_classes == 10
     images = np.concatenate([arrays["train"][0], arrays["test"][0]])
     labels = np.concatenate([arrays["train"][1], arrays["test"][1]])
-    assert torch.equal(data.x, torch.from_numpy(images[:, None].astype(np.float32) / np.float32(255)))
+    unit = torch.from_numpy(images[:, None].astype(np.float32) / np.float32(255))
+    assert torch.allclose(data.x, (unit - 0.1307) / 0.3081)  # the authors' normalisation, by default
     assert data.y.tolist() == labels.tolist()
     assert data.is_test.tolist() == [False] * 12 + [True] * 6
     assert data.user is None and data.user_names is None
+
+
+def test_mnist_normalisation_is_an_option(tmp_path):
+    spec, arrays = make_mnist(tmp_path / "root", n_train=12, n_test=6)
+    with registered(spec):
+        unit = load_dataset("mnist", tmp_path / "root", normalize=False)
+        standard = load_dataset("mnist", tmp_path / "root")
+        with pytest.raises(TypeError, match="normalize must be True or False"):
+            load_dataset("mnist", tmp_path / "root", normalize="yes")
+        with pytest.raises(TypeError, match="accepted options: normalize"):
+            load_dataset("mnist", tmp_path / "root", scale=2)
+    images = np.concatenate([arrays["train"][0], arrays["test"][0]])
+    assert torch.equal(unit.x, torch.from_numpy(images[:, None].astype(np.float32) / np.float32(255)))
+    assert unit.x.min() >= 0 and unit.x.max() <= 1
+    # a black pixel maps to -mean/std, ink to (1 - mean)/std
+    assert torch.allclose(standard.x[unit.x == 0], torch.tensor(-0.1307 / 0.3081))
+    assert standard.info["scale"] != unit.info["scale"]
 
 
 def test_idx_header_is_checked(tmp_path):

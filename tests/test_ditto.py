@@ -36,7 +36,7 @@ def test_large_lambda_pulls_personal_models_onto_the_global_model():
     # after round 1 the anchor w^1 was the initial model
     drift = {lam: (run(lam=lam).models - make_federation().initial).norm(dim=1) for lam in (0.0, 1.0, 10.0)}
     assert torch.all(drift[1.0] < drift[0.0])
-    assert torch.all(drift[10.0] < 0.5 * drift[0.0])
+    assert torch.all(drift[10.0] < 0.6 * drift[0.0])
 
 
 def test_clients_are_evaluated_with_their_personal_models():

@@ -53,8 +53,56 @@ def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
     pd.testing.assert_frame_equal(full, resumed)
 
 
+def test_server_protocol_scores_the_global_model_and_local_the_fine_tuned_copy():
+    fed = make_federation()
+    records = run_rounds(fed, build_algorithm("fedavg"), Schedule(1), progress=False).set_index("client")
+    reference = make_federation()
+    trained = [reference.train(k, 1, reference.initial).vector for k in range(fed.num_clients)]
+    for k in range(fed.num_clients):
+        on_global = reference.client_metrics(k, fed.global_model, "test")
+        fine_tuned = reference.client_metrics(k, trained[k], "test")
+        assert records.loc[k, "accuracy"] == on_global["accuracy"]
+        assert records.loc[k, "accuracy_local"] == fine_tuned["accuracy"]
+        assert records.loc[k, "loss_local"] == fine_tuned["loss"]
+    assert (records["loss"] != records["loss_local"]).all()
+
+
+def test_switching_the_protocol_swaps_the_columns_and_changes_no_training():
+    server = run_rounds(make_federation(), build_algorithm("ifca", num_clusters=2), Schedule(2), progress=False)
+    local = run_rounds(make_federation(), build_algorithm("ifca", num_clusters=2), Schedule(2, evaluate="local"),
+                       progress=False)
+    assert local["accuracy"].tolist() == server["accuracy_local"].tolist()
+    assert local["accuracy_server"].tolist() == server["accuracy"].tolist()
+    assert local["train_loss"].tolist() == server["train_loss"].tolist()
+
+
+def test_a_non_participant_keeps_the_score_of_the_model_it_last_trained():
+    fed = make_federation(num_clients=4)
+    records = run_rounds(fed, build_algorithm("fedavg"), Schedule(3, clients_per_round=2, evaluate="local"),
+                         progress=False)
+    for client, rows in records.groupby("client"):
+        rows = rows.sort_values("round")
+        took_part = rows["train_loss"].notna().tolist()
+        scores = rows["accuracy"].tolist()
+        for i in range(1, len(rows)):
+            if any(took_part[:i]) and not took_part[i]:
+                assert scores[i] == scores[i - 1]
+            if not any(took_part[: i + 1]):  # never trained yet: the server's model
+                assert scores[i] == rows["accuracy_server"].iloc[i]
+
+
+def test_resume_keeps_the_local_scores_of_non_participants(tmp_path):
+    schedule = dict(clients_per_round=2, evaluate="local", checkpoint_every=2)
+    full = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(5, **schedule), progress=False)
+    ckpt = Checkpoint(tmp_path / "c.pt")
+    run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(2, **schedule), ckpt, progress=False)
+    resumed = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(5, **schedule), ckpt, progress=False)
+    pd.testing.assert_frame_equal(full, resumed)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"rounds": 0}, "rounds must be a positive"),
+    ({"rounds": 3, "evaluate": "global"}, "unknown evaluation protocol evaluate='global'"),
     ({"rounds": 3, "clients_per_round": 0}, "clients_per_round"),
     ({"rounds": 3, "eval_every": 0}, "eval_every"),
 ])

@@ -83,7 +83,7 @@ def test_generated_nodes_are_never_targets(task):
                 assert torch.equal(targets[:n], before[split][k]) and bool((targets[n:] == -1).all())
             else:
                 assert torch.equal(targets, before[split][k])
-        _, train_targets = next(fed.batches(k, "train", torch.Generator().manual_seed(k)))
+        _, train_targets, _ = next(fed.batches(k, "train", torch.Generator().manual_seed(k)))
         assert int(train_targets[:2].max() if task == "link_prediction" else (train_targets >= 0).nonzero().max()) < n
     assert [m["num_samples"] for m in fed.evaluate(fed.initial)] == [m["num_samples"] for m in metrics]
 

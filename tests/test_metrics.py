@@ -12,8 +12,10 @@ from gflkit.metrics import (
     accuracy,
     best_fraction,
     final_summary,
+    protocol_table,
     summarize_clients,
     summarize_records,
+    with_both_protocols,
     worst_fraction,
 )
 
@@ -146,3 +148,28 @@ def test_final_summary_single_seed_has_nan_std_and_several_by_columns() -> None:
     assert table[["q", "method"]].values.tolist() == [[2, "a"], [10, "b"]]
     assert table["mean"].tolist() == pytest.approx([70.0, 50.0])
     assert table["mean_std"].isna().all() and (table["num_seeds"] == 1).all()
+
+
+def _two_protocol_records():
+    # run A scored on the server's model (local scores beside), run B the other way round
+    return pd.DataFrame({
+        "method": ["a", "a", "b", "b"], "seed": 0, "round": 1, "client": [0, 1, 0, 1],
+        "evaluate": ["server", "server", "local", "local"],
+        "accuracy": [50.0, 70.0, 90.0, 80.0],
+        "accuracy_local": [60.0, 80.0, float("nan"), float("nan")],
+        "accuracy_server": [float("nan"), float("nan"), 89.5, 80.0],
+    })
+
+
+def test_with_both_protocols_puts_each_score_under_its_protocol():
+    both = with_both_protocols(_two_protocol_records())
+    assert both["accuracy_server"].tolist() == [50.0, 70.0, 89.5, 80.0]
+    assert both["accuracy_local"].tolist() == [60.0, 80.0, 90.0, 80.0]
+
+
+def test_protocol_table_flags_protocols_more_than_a_point_apart():
+    table = protocol_table(_two_protocol_records(), by=["method"]).set_index("method")
+    assert table.loc["a", "protocol"] == "server" and table.loc["b", "protocol"] == "local"
+    assert table.loc["a", ["server", "local"]].tolist() == [60.0, 70.0]
+    assert table.loc["b", ["server", "local"]].tolist() == [84.75, 85.0]
+    assert table["differs"].tolist() == [True, False]

@@ -4,7 +4,7 @@ import torch
 from gflkit.models import MODELS, build_model
 
 # models that take images (C, H, W); the sequence models are tested in test_models_extra.py
-IMAGE_MODELS = ["mclr", "mcmahan_cnn", "simple_cnn", "mobilenet_v2"]
+IMAGE_MODELS = ["mclr", "mclr_relu", "mcmahan_cnn", "simple_cnn", "mobilenet_v2"]
 
 
 def test_image_models_are_registered():
@@ -25,6 +25,20 @@ def test_features_then_head_equals_forward(name, shape):
 def test_mclr_is_784_64_10():
     model = build_model("mclr", (1, 28, 28), 10)
     assert [tuple(p.shape) for p in model.parameters()] == [(64, 784), (64,), (10, 64), (10,)]
+
+
+def test_mclr_is_linear_and_mclr_relu_is_not():
+    # the authors' Mclr_Logistic has no activation: f(a x1 + b x2) = a f(x1) + b f(x2) up to the bias
+    torch.manual_seed(0)
+    x1, x2 = torch.randn(3, 1, 28, 28), torch.randn(3, 1, 28, 28)
+    linear = build_model("mclr", (1, 28, 28), 10)
+    offset = linear(torch.zeros(1, 1, 28, 28))
+    assert torch.allclose(linear(2 * x1 - 3 * x2) - offset, 2 * (linear(x1) - offset) - 3 * (linear(x2) - offset),
+                          atol=1e-4)
+    relu = build_model("mclr_relu", (1, 28, 28), 10)
+    relu.load_state_dict(linear.state_dict())
+    h = relu.features(x1)
+    assert (h >= 0).all() and torch.allclose(h, linear.features(x1).clamp(min=0))
 
 
 def test_mcmahan_cnn_has_the_published_parameter_count():

@@ -8,7 +8,10 @@ A method is a small class with
 * :meth:`Algorithm.local_loss`: an optional extra loss term of local training;
 * :meth:`Algorithm.client_update`: the client step (by default one call of the shared local loop);
 * :meth:`Algorithm.aggregate`: the server update from the returned vectors;
-* :meth:`Algorithm.evaluation_models`: which model each client is evaluated with.
+* :meth:`Algorithm.evaluation_models`: the model the server holds for each client (the ``"server"``
+  evaluation protocol);
+* :meth:`Algorithm.trained_model`: the model a client holds after its local training (the ``"local"``
+  protocol).
 
 State lives in the :class:`~gflkit.federation.Federation` (``models``, ``global_model``) plus whatever
 tensors a method adds; :meth:`state_dict` returns the latter so that checkpoints are complete.
@@ -88,8 +91,14 @@ class Algorithm:
         raise NotImplementedError
 
     def evaluation_models(self, fed: Federation) -> Tensor:
-        """The model each client is evaluated with: ``K × d``, or one shared vector of length ``d``."""
+        """The model the server holds for each client after aggregation (the ``"server"`` protocol):
+        ``K × d``, or one shared vector of length ``d``."""
         return fed.models
+
+    def trained_model(self, fed: Federation, client: int, result: LocalResult) -> Tensor:
+        """The model ``client`` holds after its local training this round (the ``"local"`` protocol):
+        by default the vector it trained, before the channel corrupts its upload."""
+        return result.vector
 
 
 def weighted_mean(rows: Tensor, weights: Tensor) -> Tensor:

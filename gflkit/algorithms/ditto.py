@@ -66,3 +66,6 @@ class Ditto(FedAvg):
 
     def evaluation_models(self, fed: Federation) -> Tensor:
         return fed.models
+
+    def trained_model(self, fed: Federation, client: int, result: LocalResult) -> Tensor:
+        return fed.models[client]  # the personal model, trained this round (``result`` is the global copy)

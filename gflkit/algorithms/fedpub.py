@@ -311,3 +311,7 @@ class FedPub(Algorithm):
     def evaluation_models(self, fed: Federation) -> Tensor:
         """Every client's masked local model :math:`\\theta_i \\odot \\tilde\\mu_i`."""
         return self.masked(fed.models, self.masks)
+
+    def trained_model(self, fed: Federation, client: int, result: LocalResult) -> Tensor:
+        """The client's masked model after its local training."""
+        return self.masked(result.vector, self.masks[client])

@@ -1,34 +1,47 @@
-"""FedSKA (Structure Knowledge-Assisted personalised FL, ECAI 2023) — Algorithm 1 of the paper.
+r"""FedSKA (Structure Knowledge-Assisted personalised FL, ECAI 2023) — Algorithm 1 of the paper.
 
 One round:
 
 1. **Clients.** Client ``k`` starts from the global model (the paper's "optional FedAvg", on by
-   default) and trains with (Eq. 9–10)
+   default) and trains with (Eqs. 9–10)
 
-   .. math:: f_k(w) = \\mathcal{L}_C(w) + \\lambda\\,\\frac{1}{N_k}\\sum_i \\big(1 - \\cos(h^c_{k,i}, h^g_k)\\big)
+   .. math:: f_k(w) = \mathcal{L}_C(w) + \lambda\,\frac{1}{N_k}\sum_{i=1}^{N_k}
+             \big(1 - \cos(h^{i}_{c,k}, h^{i}_{g,k})\big)
 
-   where :math:`h^c_{k,i}` is the model's representation of sample ``i`` and :math:`h^g_k` the
-   structure feature the server sent last round (no term in the first round). It then sends up its
-   client feature :math:`h^c_k`, the mean representation of its training samples.
-2. **Server, structure learning** (Sec. 3.2): :math:`E_S` epochs of the denoising objective give the
-   learned graph :math:`S = G_S(H^c)`; bootstrapping mixes it with the initial graph,
-   :math:`A = \\tau A_0 + (1-\\tau) S`, where :math:`A_0` is the generator's graph at initialisation
-   (identity MLP: the kNN cosine graph of the first round's client features — no prior knowledge).
-   With ``graph="given"`` the given graph (``given_graph``: the label-sharing graph FedU and SFL use,
-   or METR-LA's sensor graph; with self-loops and symmetric normalisation) replaces :math:`A` (the
-   paper's Table 3 ablation and Figure 6).
-3. **Server, structure features** (Sec. 3.3, Eq. 7–8): :math:`E_g` epochs of
-   :math:`H^g = \\mathrm{GNN}_E(A, H^c)`; each client returns :math:`\\nabla_{h^g_k} l_k`, the gradient of
-   its task loss when its own head predicts its training labels from :math:`h^g_k` (Eq. 8a); the server
-   back-propagates the stacked gradients through :math:`\\mathrm{GNN}_E` (8b–8c) and takes an Adam step
-   (8d). The final :math:`h^g_k` are sent to the clients.
+   where :math:`h^{i}_{c,k}` is the model's representation of the client's training sample ``i`` and
+   :math:`h^{i}_{g,k}` the structure feature the server sent for that sample last round (no term in
+   the first round). It then sends up the representations :math:`H^c_k = (h^{i}_{c,k})_i` of its
+   training samples (``N_k × h``, in the order of its training split) — representations, never data
+   or labels.
+2. **Server, structure learning** (Sec. 3.2): the node feature of client ``k`` is its mean
+   representation :math:`h^c_k = \frac1{N_k}\sum_i h^{i}_{c,k}`; :math:`E_S` epochs of the denoising
+   objective give the learned graph :math:`S = G_S(H^c)`, and bootstrapping mixes it with an initial
+   graph, :math:`A = \tau A_0 + (1-\tau) S` (``init_graph``: ``"given"``, the authors' choice — the
+   normalised given graph, e.g. clients linked when they share a label; ``"features"`` — the
+   generator's graph at initialisation, the kNN cosine graph of the first round's client features,
+   which needs no prior knowledge). With ``graph="given"`` the given graph (``given_graph``, with
+   self-loops and symmetric normalisation) replaces :math:`A` (the paper's Table 3 ablation, Figure 6).
+3. **Server, structure features** (Sec. 3.3, Eqs. 7–8), **per sample**: position ``i`` of every
+   client forms one graph signal over the clients, and
+   :math:`H^{g,i} = \mathrm{GNN}_E(A, H^{c,i})` for every position ``i`` (the authors' server stacks
+   the clients' ``i``-th samples the same way; a client with fewer samples than the largest one
+   repeats its own cyclically to fill the positions, so every position carries real representations).
+   For :math:`E_g` epochs each client returns :math:`\nabla_{h^{i}_{g,k}} l_k` for its own positions,
+   the gradient of its task loss when its own head predicts sample ``i``'s label from
+   :math:`h^{i}_{g,k}` (Eq. 8a, mean over its samples); the server back-propagates the stacked
+   gradients through :math:`\mathrm{GNN}_E` (8b–8c) and takes one full-batch Adam step (8d). The final
+   :math:`H^g_k` (``N_k × h``) goes back to client ``k``, whose Eq. 10 pairs sample ``i`` with row ``i``.
 
 Defaults follow the authors' MNIST scripts (NOTES.md): k = 30, r = 0.01 with N(0, 1) noise, τ = 0.9,
-E_S = E_g = 10, server Adam lr 0.01 and weight decay 0.01, hidden 64, λ = 0.01.
+bootstrapping from the given graph, E_S = E_g = 10, server Adam lr 0.01 and weight decay 0.01,
+hidden 64, λ = 0.01.
 
-Deviation from the official code, on purpose: the authors' server runs the clients' encoders on their
-raw data stacked on the server ("split learning"). Here, as in the paper, only :math:`h^c_k` travels
-up and only :math:`\\nabla_{h^g_k} l_k` comes back; :class:`StructureServer` never sees client data.
+Deviations from the official code, on purpose: the authors' server runs the clients' encoders on their
+raw data stacked on the server ("split learning"). Here, as in the paper, only representations travel
+up and only gradients with respect to the structure features come back; :class:`StructureServer`
+never sees client data or labels. The authors train :math:`\mathrm{GNN}_E` with Adam steps on
+minibatches of 32 positions for :math:`E_g - 1` epochs; here each of the :math:`E_g` epochs is one
+full-batch step (one round trip to the clients per step instead of one per minibatch).
 """
 from __future__ import annotations
 
@@ -49,6 +62,7 @@ from gflkit.seeding import FEDSKA_SERVER_INIT, FEDSKA_SERVER_NOISE, derive_seed
 from gflkit.training import LocalStep
 
 GRAPHS = ("learned", "given")
+INIT_GRAPHS = ("given", "features")
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,7 @@ class FedSKAParams:
     server_weight_decay: float = 0.01
     hidden: int = 64
     graph: str = "learned"  # "learned" or "given" (Table 3)
+    init_graph: str = "given"  # A_0 of bootstrapping: "given" (the authors') or "features" (round-1 kNN graph)
     given_graph: str = "label_sharing"  # which given graph (gflkit.graphs.given.GIVEN_GRAPHS)
     fedavg: bool = True  # the "optional FedAvg of local models" of Algorithm 1
 
@@ -84,6 +99,8 @@ class FedSKAParams:
             raise ValueError("fedska structure_epochs (E_S) and encoder_epochs (E_g) must be >= 1")
         if self.graph not in GRAPHS:
             raise ValueError(f"fedska graph must be one of {GRAPHS}, got {self.graph!r}")
+        if self.init_graph not in INIT_GRAPHS:
+            raise ValueError(f"fedska init_graph must be one of {INIT_GRAPHS}, got {self.init_graph!r}")
         if self.given_graph not in GIVEN_GRAPHS:
             raise ValueError(f"fedska given_graph must be one of {list(GIVEN_GRAPHS)}, got {self.given_graph!r}")
 
@@ -91,8 +108,9 @@ class FedSKAParams:
 class StructureServer:
     """FedSKA's server: structure learner, bootstrapped graph and GNN encoder.
 
-    Every method takes the ``K × d`` client-feature matrix (and, for the encoder, a function that
-    stands for the round-trip to the clients); it holds no reference to client data.
+    The structure learner takes the ``K × h`` matrix of mean client features; the encoder the
+    ``P × K × h`` per-sample representations (position ``i`` of every client is one graph signal) and a
+    function that stands for the round-trip to the clients. It holds no reference to client data.
     """
 
     def __init__(self, dim: int, params: FedSKAParams):
@@ -114,7 +132,8 @@ class StructureServer:
         return self
 
     def learn_graph(self, features: Tensor, generator: torch.Generator) -> Tensor:
-        """Steps (2): fit the learner for E_S epochs, then bootstrap with the initial graph."""
+        """Step (2): fit the learner for E_S epochs on the ``K × h`` client features, then bootstrap with
+        the initial graph (set beforehand for ``init_graph="given"``, else the generator's first graph)."""
         if self.initial_graph is None:
             with torch.no_grad():
                 self.initial_graph = self.learner.generator(features)
@@ -124,8 +143,8 @@ class StructureServer:
         return self.adjacency
 
     def train_encoder(self, features: Tensor, client_gradients: Callable[[Tensor], Tensor]) -> Tensor:
-        """Step (3), Eq. 8: E_g Adam steps of GNN_E driven by the clients' gradients w.r.t. their
-        rows of H^g; returns the final structure features H^g (detached)."""
+        """Step (3), Eq. 8: E_g Adam steps of GNN_E on the ``P × K × h`` representations, driven by the
+        clients' gradients w.r.t. their entries of :math:`H^g`; returns the final :math:`H^g` (detached)."""
         for _ in range(self.params.encoder_epochs):
             structure = self.encoder(features, self.adjacency)
             gradients = client_gradients(structure.detach())
@@ -158,26 +177,31 @@ class StructureServer:
 
 
 @torch.no_grad()
-def client_feature(fed: Federation, client: int, batch_size: int = 1024) -> Tensor:
-    """Client side: :math:`h^c_k`, the mean representation of the client's training samples under
-    the model currently loaded in ``fed.flat``."""
+def client_representations(fed: Federation, client: int, batch_size: int = 1024) -> Tensor:
+    """Client side: :math:`H^c_k`, the representations of the client's training samples (``N_k × h``, in
+    split order) under the model currently loaded in ``fed.flat``."""
     model = fed.flat.module
     model.eval()
     indices = fed.train_indices[client]
-    total = sum(model.features(fed.x[indices[i : i + batch_size]]).sum(0) for i in range(0, len(indices), batch_size))
-    return total / len(indices)
+    return torch.cat([model.features(fed.x[indices[i : i + batch_size]]) for i in range(0, len(indices), batch_size)])
 
 
-def feature_gradient(fed: Federation, client: int, structure_feature: Tensor) -> Tensor:
-    """Client side, Eq. 8a: :math:`\\nabla_{h^g_k} l_k` where :math:`l_k` is the task loss of the client's
-    own head predicting each of its training targets from the structure feature :math:`h^g_k`."""
+def by_position(per_client: list[Tensor]) -> Tensor:
+    """Server side: stack the clients' ``N_k × h`` rows into ``P × K × h`` (``P = max N_k``); a client with
+    fewer rows repeats its own cyclically (position ``i`` holds its row ``i mod N_k``)."""
+    positions = max(len(rows) for rows in per_client)
+    return torch.stack([rows[torch.arange(positions, device=rows.device) % len(rows)] for rows in per_client], dim=1)
+
+
+def feature_gradients(fed: Federation, client: int, structure: Tensor) -> Tensor:
+    r"""Client side, Eq. 8a per sample: :math:`\nabla_{h^{i}_{g,k}} l_k` for the client's ``N_k`` rows of
+    ``structure``, where :math:`l_k = \frac1{N_k}\sum_i \ell(\mathrm{head}_k(h^{i}_{g,k}), y^i_k)` is the task
+    loss of the client's own head predicting each training sample's label from its structure feature."""
     fed.flat.load(fed.models[client])
     model = fed.flat.module
     model.eval()
-    h = structure_feature.detach().requires_grad_(True)
-    targets = fed.y[fed.train_indices[client]]
-    outputs = model.head(h.unsqueeze(0))
-    loss = fed.task.loss(outputs.expand(len(targets), *outputs.shape[1:]), targets)
+    h = structure.detach().requires_grad_(True)
+    loss = fed.task.loss(model.head(h), fed.y[fed.train_indices[client]])
     (gradient,) = torch.autograd.grad(loss, h)
     return gradient
 
@@ -201,11 +225,17 @@ class FedSKA(FedAvg):
         dim = fed.flat.module.feature_dim
         torch.manual_seed(derive_seed(fed.seed, FEDSKA_SERVER_INIT))
         self.server = StructureServer(dim, self.params).to(fed.device)
-        self.features = torch.zeros(fed.num_clients, dim, device=fed.device)
-        self.structure: Tensor | None = None
+        self.representations = [torch.zeros(len(idx), dim, device=fed.device) for idx in fed.train_indices]
+        self.structure: list[Tensor] | None = None
         if self.params.graph == "given":
-            eye = torch.eye(fed.num_clients, device=fed.device)
-            self.server.adjacency = sym_normalize(given_graph(fed, self.params.given_graph) + eye)
+            self.server.adjacency = self.given(fed)
+        elif self.params.init_graph == "given":
+            self.server.initial_graph = self.given(fed)
+
+    def given(self, fed: Federation) -> Tensor:
+        """The given graph with self-loops, symmetrically normalised (:math:`D^{-1/2}(A + I)D^{-1/2}`)."""
+        eye = torch.eye(fed.num_clients, device=fed.device)
+        return sym_normalize(given_graph(fed, self.params.given_graph) + eye)
 
     def configure(self, fed: Federation, client: int) -> Tensor:
         return fed.global_model if self.params.fedavg else fed.models[client]
@@ -213,13 +243,17 @@ class FedSKA(FedAvg):
     def local_loss(self, fed: Federation, step: LocalStep) -> Tensor | None:
         if self.structure is None or self.params.weight == 0:
             return None
-        target = self.structure[step.client].expand_as(step.features)
+        target = self.structure[step.client][step.positions]
         return self.params.weight * (1 - F.cosine_similarity(step.features, target, dim=1)).mean()
 
     def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
         result = super().client_update(fed, client, round)
-        self.features[client] = client_feature(fed, client)  # the only thing besides w_k sent up
+        self.representations[client] = client_representations(fed, client)  # sent up besides w_k
         return result
+
+    def client_features(self) -> Tensor:
+        """:math:`H^c`: each client's mean representation (``K × h``), the structure learner's node features."""
+        return torch.stack([rows.mean(0) for rows in self.representations])
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         if self.params.fedavg:
@@ -228,23 +262,29 @@ class FedSKA(FedAvg):
             fed.models[clients] = updates
         if self.params.graph == "learned":
             generator = torch.Generator().manual_seed(derive_seed(fed.seed, round, FEDSKA_SERVER_NOISE))
-            self.server.learn_graph(self.features, generator)
+            self.server.learn_graph(self.client_features(), generator)
+        sizes = [len(rows) for rows in self.representations]
 
         def clients_return_gradients(structure: Tensor) -> Tensor:
-            return torch.stack([feature_gradient(fed, k, structure[k]) for k in range(fed.num_clients)])
+            gradients = torch.zeros_like(structure)
+            for k, size in enumerate(sizes):
+                gradients[:size, k] = feature_gradients(fed, k, structure[:size, k])
+            return gradients
 
-        self.structure = self.server.train_encoder(self.features, clients_return_gradients)
+        structure = self.server.train_encoder(by_position(self.representations), clients_return_gradients)
+        self.structure = [structure[:size, k] for k, size in enumerate(sizes)]
 
     def evaluation_models(self, fed: Federation) -> Tensor:
         return fed.models
 
     def state_dict(self) -> dict[str, Any]:
-        return {"server": self.server.state_dict(), "features": self.features, "structure": self.structure}
+        return {"server": self.server.state_dict(), "representations": self.representations,
+                "structure": self.structure}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.server.load_state_dict(state["server"])
-        self.features, self.structure = state["features"], state["structure"]
+        self.representations, self.structure = state["representations"], state["structure"]
 
     def artifacts(self) -> dict[str, Tensor]:
-        return {"adjacency": self.server.adjacency, "features": self.features,
+        return {"adjacency": self.server.adjacency, "features": self.client_features(),
                 "denoising_losses": torch.tensor(self.server.denoising_losses)}

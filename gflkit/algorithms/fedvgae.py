@@ -160,3 +160,6 @@ class FedVGAE(MOON):
 
     def evaluation_models(self, fed: Federation) -> Tensor:
         return fed.models
+
+    def trained_model(self, fed: Federation, client: int, result: LocalResult) -> Tensor:
+        return fed.models[client]  # the whole model the client kept (``result`` holds only the encoder)

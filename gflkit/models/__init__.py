@@ -9,13 +9,14 @@ from typing import Any
 from gflkit.models.base import FeatureModel
 from gflkit.models.cnn import McMahanCNN, SimpleCNN
 from gflkit.models.lstm import CharLSTM
-from gflkit.models.mclr import MCLR
+from gflkit.models.mclr import MCLR, MCLRReLU
 from gflkit.models.mobilenet import MobileNetV2
 from gflkit.models.seq2seq import GRUSeq2Seq
 from gflkit.models.vgae import VGAE
 
 MODELS: dict[str, type[FeatureModel]] = {
     "mclr": MCLR,
+    "mclr_relu": MCLRReLU,
     "mcmahan_cnn": McMahanCNN,
     "simple_cnn": SimpleCNN,
     "mobilenet_v2": MobileNetV2,
@@ -33,6 +34,6 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, **opt
 
 
 __all__ = [
-    "FeatureModel", "MCLR", "McMahanCNN", "SimpleCNN", "MobileNetV2", "CharLSTM", "GRUSeq2Seq", "VGAE", "MODELS",
+    "FeatureModel", "MCLR", "MCLRReLU", "McMahanCNN", "SimpleCNN", "MobileNetV2", "CharLSTM", "GRUSeq2Seq", "VGAE", "MODELS",
     "build_model",
 ]

@@ -4,9 +4,12 @@ IDX format: a big-endian header ``0x00 0x00 <dtype code> <ndim>`` (dtype 0x08 = 
 ``ndim`` big-endian uint32 dimension sizes, then the data in row-major order. Images are
 ``magic 2051`` (``N x 28 x 28``), labels ``magic 2049`` (``N``). Each file is gzip-compressed.
 
-Output: ``x`` ``float32`` ``(70000, 1, 28, 28)`` = pixel / 255 (0 = black background, 1 = ink),
-``y`` ``int64`` digits 0..9, ``is_test`` True for the 10,000 ``t10k`` samples (which come last).
-The converted cache stores the pixels as ``uint8``; the division happens on load.
+Output: ``x`` ``float32`` ``(70000, 1, 28, 28)``, ``y`` ``int64`` digits 0..9, ``is_test`` True for the
+10,000 ``t10k`` samples (which come last). Pixels are scaled to ``[0, 1]`` (pixel / 255) and, with the
+default ``normalize=True``, standardised as the FedSKA authors' loader does (and torchvision's MNIST
+recipe): ``(pixel / 255 − 0.1307) / 0.3081``, the training set's mean and standard deviation. With
+``normalize=False`` the inputs stay in ``[0, 1]`` (0 = black background, 1 = ink).
+The converted cache stores the pixels as ``uint8``; scaling happens on load.
 """
 from __future__ import annotations
 
@@ -65,13 +68,27 @@ def _convert(paths: dict[str, Path]) -> dict[str, Any]:
             "is_test": torch.from_numpy(is_test)}
 
 
-def load_mnist(spec: DatasetSpec, root: Path, *, download: bool = True, **options: Any) -> SampleDataset:
-    """MNIST, 60,000 train + 10,000 test, as ``(N, 1, 28, 28)`` ``float32`` in ``[0, 1]`` (no options)."""
-    reject_options(spec, options)
+MEAN, STD = 0.1307, 0.3081  # of the 60,000 training images' pixels / 255 (the authors' Normalize)
+
+
+def load_mnist(spec: DatasetSpec, root: Path, *, download: bool = True, normalize: bool = True,
+               **options: Any) -> SampleDataset:
+    """MNIST, 60,000 train + 10,000 test, as ``(N, 1, 28, 28)`` ``float32``.
+
+    ``normalize=True`` (default, the FedSKA authors' input pipeline): ``(pixel / 255 − 0.1307) / 0.3081``;
+    ``normalize=False``: ``pixel / 255`` in ``[0, 1]``.
+    """
+    reject_options(spec, options, allowed=("normalize",))
+    if not isinstance(normalize, bool):
+        raise TypeError(f"mnist option normalize must be True or False, got {normalize!r}")
     require_files(spec, root, download=download)
     data = cached_conversion(spec, root, spec.files, _convert)
-    return SampleDataset(spec.name, data["x"].float().div_(255.0), data["y"], 10, data["is_test"],
-                         info={"background": "0.0 (black)", "scale": "pixel / 255"})
+    x = data["x"].float().div_(255.0)
+    if normalize:
+        x = x.sub_(MEAN).div_(STD)
+    scale = f"(pixel / 255 - {MEAN}) / {STD}" if normalize else "pixel / 255"
+    background = f"{-MEAN / STD:.4f} (black)" if normalize else "0.0 (black)"
+    return SampleDataset(spec.name, x, data["y"], 10, data["is_test"], info={"background": background, "scale": scale})
 
 
 SPEC = register(DatasetSpec(

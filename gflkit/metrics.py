@@ -234,6 +234,27 @@ def protocol_table(records: pd.DataFrame, value: str = "accuracy", by: Sequence[
     return table
 
 
+def identical_methods(records: pd.DataFrame, value: str = "accuracy", by: Sequence[str] = (),
+                      method_col: str = "method") -> pd.DataFrame:
+    """Pairs of methods whose final per-client ``value`` are equal for every client and seed, per ``by``
+    group: a column that silently equals another method's (a clustering that never split, a generator
+    that generated nothing) is a defect to show, not a result. Returns ``by`` columns, ``method`` and
+    ``same_as``; empty when every method differs somewhere."""
+    by = list(by)
+    _require_columns(records, [value, "round", "client", "seed", method_col, *by])
+    last = records[records["round"] == records.groupby([*by, method_col, "seed"])["round"].transform("max")]
+    pairs = []
+    for key, group in (last.groupby(by, sort=True) if by else [((), last)]):
+        finals = group.pivot_table(index=["seed", "client"], columns=method_col, values=value)
+        methods = list(finals.columns)
+        for i, first in enumerate(methods):
+            for second in methods[i + 1:]:
+                if finals[first].equals(finals[second]):
+                    pairs.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))),
+                                  "method": first, "same_as": second})
+    return pd.DataFrame(pairs, columns=[*by, "method", "same_as"])
+
+
 __all__ = [
     "PROTOCOLS",
     "SUMMARY_COLUMNS",
@@ -241,6 +262,7 @@ __all__ = [
     "average_precision",
     "best_fraction",
     "final_summary",
+    "identical_methods",
     "protocol_table",
     "with_both_protocols",
     "roc_auc",

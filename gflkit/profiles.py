@@ -63,7 +63,8 @@ def resolve_profile(
     """The profile ``name`` with ``seeds`` and ``overrides`` applied, validated.
 
     ``overrides`` may change any :class:`RunConfig` field (``rounds=50``) or any sweep entry
-    (``shards=[2]``). Raises ``ValueError`` naming the problem and the valid choices.
+    (``shards=[2]``); ``evaluate="local"`` scores every method with that protocol instead of the
+    profile's per-method ones. Raises ``ValueError`` naming the problem and the valid choices.
     """
     if name not in profiles:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(profiles)}")
@@ -81,7 +82,8 @@ def resolve_profile(
     seeds = tuple(profile.seeds if seeds is None else seeds)
     if not seeds or any(int(s) < 0 for s in seeds):
         raise ValueError(f"seeds must be a non-empty list of non-negative integers, got {list(seeds)}")
-    resolved = dataclasses.replace(profile, base=base, seeds=seeds, sweep=sweep)
+    protocols = {} if "evaluate" in overrides else profile.evaluate  # one protocol for every method, if named
+    resolved = dataclasses.replace(profile, base=base, seeds=seeds, sweep=sweep, evaluate=protocols)
     resolved.config()  # validates dataset, method, model, rounds, ...
     for method in sweep.get("methods", ()):
         resolved.config(method=method)

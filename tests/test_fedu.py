@@ -21,9 +21,9 @@ def test_laplacian_step_on_a_path_graph_matches_hand_computation():
     assert torch.allclose(laplacian_step(models, weights + torch.eye(3), 0.1), expected)
 
 
-def test_server_step_updates_sampled_rows_from_sampled_neighbours_with_normalised_weights():
+def test_server_step_updates_sampled_rows_from_sampled_neighbours_with_row_normalised_weights():
     fed = make_federation()
-    algorithm = build_algorithm("fedu", lam=2.0)  # step eta * lam = 0.1 * 2
+    algorithm = build_algorithm("fedu", lam=2.0, normalize="row")  # step eta * lam = 0.1 * 2
     algorithm.setup(fed)
     algorithm.adjacency = PATH4
     before = fed.models.clone()
@@ -35,9 +35,24 @@ def test_server_step_updates_sampled_rows_from_sampled_neighbours_with_normalise
     assert torch.equal(fed.models[2:], before[2:])
 
 
+def test_symmetric_weights_by_default_as_the_fedska_authors_normalise():
+    fed = make_federation()
+    algorithm = build_algorithm("fedu", lam=2.0)
+    algorithm.setup(fed)
+    algorithm.adjacency = PATH4
+    u = torch.tensor([[1.0] * fed.dim, [4.0] * fed.dim])
+    algorithm.aggregate(fed, torch.tensor([0, 1]), u, 1)
+    # D^{-1/2}(A + I)D^{-1/2} on the path: degrees 2, 3, so a_01 = a_10 = 1/√6
+    a = 6 ** -0.5
+    assert torch.allclose(fed.models[0], u[0] - 0.2 * a * (u[0] - u[1]))
+    assert torch.allclose(fed.models[1], u[1] - 0.2 * a * (u[1] - u[0]))
+    with pytest.raises(ValueError, match="normalize must be one of"):
+        build_algorithm("fedu", normalize="none")
+
+
 def test_eta_overrides_the_local_learning_rate():
     fed = make_federation()
-    algorithm = build_algorithm("fedu", lam=1.0, eta=0.5)
+    algorithm = build_algorithm("fedu", lam=1.0, eta=0.5, normalize="row")
     algorithm.setup(fed)
     algorithm.adjacency = PATH4
     u = torch.tensor([[0.0] * fed.dim, [6.0] * fed.dim])

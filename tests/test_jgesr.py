@@ -77,3 +77,12 @@ def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path, meth
                                tmp_path / "checkpoint.pt")
     pd.testing.assert_frame_equal(run.full, run.resumed)
     assert torch.equal(run.full_algorithm.graph, run.resumed_algorithm.graph)
+
+
+@pytest.mark.parametrize("method", ["pdca", "two_step"])
+def test_every_round_records_whether_the_graph_learning_converged(method):
+    fed = make_federation(num_clients=4)
+    algorithm = build_algorithm(method)
+    run_rounds(fed, algorithm, Schedule(3), progress=False)
+    flags = algorithm.artifacts()["graph_converged"]
+    assert flags.dtype == torch.bool and len(flags) == 3 and bool(flags.all())

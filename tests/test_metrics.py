@@ -12,6 +12,7 @@ from gflkit.metrics import (
     accuracy,
     best_fraction,
     final_summary,
+    identical_methods,
     protocol_table,
     summarize_clients,
     summarize_records,
@@ -173,3 +174,16 @@ def test_protocol_table_flags_protocols_more_than_a_point_apart():
     assert table.loc["a", ["server", "local"]].tolist() == [60.0, 70.0]
     assert table.loc["b", ["server", "local"]].tolist() == [84.75, 85.0]
     assert table["differs"].tolist() == [True, False]
+
+
+def test_identical_methods_finds_a_column_that_equals_another():
+    rows = []
+    for q in (2, 5):
+        for method, offset in (("fedavg", 0.0), ("gcfl", 0.0), ("local", 1.0)):
+            for client in range(3):
+                rows.append({"q": q, "method": method, "seed": 0, "round": 5, "client": client,
+                             "accuracy": 50.0 + client + (offset if q == 2 or method != "gcfl" else 0.5)})
+                rows.append({"q": q, "method": method, "seed": 0, "round": 1, "client": client, "accuracy": 0.0})
+    found = identical_methods(pd.DataFrame(rows), by=["q"])
+    assert found.to_dict("records") == [{"q": 2, "method": "fedavg", "same_as": "gcfl"}]
+    assert identical_methods(pd.DataFrame(rows).query("method != 'gcfl'"), by=["q"]).empty

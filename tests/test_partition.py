@@ -11,6 +11,8 @@ from gflkit.data.partition import (
     label_counts,
     label_shards,
     natural,
+    overlap_fraction,
+    overlapping_shards,
     partition,
     split_by_marker,
     train_test_split,
@@ -214,10 +216,40 @@ def test_label_counts() -> None:
 # ---- the dispatcher --------------------------------------------------------------------------------
 
 
+# ---- the FedSKA authors' overlapping allocation ----------------------------------------------------
+
+MNIST_LIKE = torch.arange(10).repeat_interleave(700)  # 7,000 samples, 700 per label, sorted
+
+
+@pytest.mark.parametrize("q", [2, 5, 10])
+def test_overlapping_shards_follow_the_label_allocation_but_draw_from_the_whole_pool(q: int) -> None:
+    parts = overlapping_shards(MNIST_LIKE, 100, q, seed=3)
+    disjoint = label_shards(MNIST_LIKE, 100, q, seed=3)
+    assert [len(p) for p in parts] == [70] * 100, "q shards of 70 / q samples each, as with disjoint shards"
+    assert all(len(p.unique()) == len(p) for p in parts), "no sample twice within a client"
+    assert (classes_per_client(MNIST_LIKE, parts) <= q).all()
+    # the labels a client holds are those of the same shards the disjoint allocation gives it
+    assert torch.equal(label_counts(MNIST_LIKE, parts, 10), label_counts(MNIST_LIKE, disjoint, 10))
+    union = torch.cat(parts)
+    assert len(union.unique()) < len(union), "clients share samples"
+    assert_same(parts, overlapping_shards(MNIST_LIKE, 100, q, seed=3))
+
+
+def test_overlap_fraction_counts_test_samples_trained_on_by_another_client() -> None:
+    train = [torch.tensor([0, 1, 2]), torch.tensor([3, 4]), torch.tensor([5])]
+    test = [torch.tensor([3, 9]), torch.tensor([0, 8]), torch.tensor([5, 7])]  # 5 is client 2's own
+    assert overlap_fraction(train, test) == pytest.approx(2 / 6)
+    split = train_test_split(label_shards(MNIST_LIKE, 100, 2, 0), 0.2, 1)
+    assert overlap_fraction(split.train, split.test) == 0.0
+    leaky = train_test_split(overlapping_shards(MNIST_LIKE, 100, 2, 0), 0.2, 1)
+    assert overlap_fraction(leaky.train, leaky.test) > 0.3
+
+
 def test_partition_dispatches() -> None:
     assert_same(partition(LABELS, "iid", K, 1), iid(N, K, 1))
     assert_same(partition(LABELS, "shards", K, 1, shards_per_client=2), label_shards(LABELS, K, 2, 1))
     assert_same(partition(LABELS, "dirichlet", K, 1, alpha=0.3), dirichlet(LABELS, K, 0.3, 1))
+    assert_same(partition(LABELS, "shards_overlapping", K, 1, shards_per_client=2), overlapping_shards(LABELS, K, 2, 1))
 
 
 # ---- validation ------------------------------------------------------------------------------------
@@ -246,6 +278,9 @@ def test_partition_dispatches() -> None:
         (lambda: label_counts(LABELS, [torch.arange(4)], 3), "labels"),
         (lambda: partition(LABELS, "pathological", K, 0), "iid"),
         (lambda: partition(LABELS, "shards", K, 0), "shards_per_client"),
+        (lambda: partition(LABELS, "shards_overlapping", K, 0), "shards_per_client"),
+        (lambda: overlapping_shards(LABELS, K, 0, 0), "shards_per_client"),
+        (lambda: overlapping_shards(torch.tensor([0] * 10 + [1] * 90), 2, 1, 0), "has only"),
         (lambda: partition(LABELS, "dirichlet", K, 0), "alpha"),
         (lambda: partition(LABELS, "natural", K, 0), "groups"),
         (lambda: partition(LABELS, "natural", K, 0, groups=GROUPS[:5]), "groups"),

@@ -136,7 +136,23 @@ def test_regulariser_is_minus_lam_times_the_cosine_similarity_to_the_aggregate()
     assert torch.allclose(cosine_similarity(params, anchor), -expected / 0.3)
 
 
+def test_neighbours_regulariser_is_the_weighted_sum_of_per_neighbour_cosines():
+    fed = make_federation()
+    algorithm = build_algorithm("pfedgraph", lam=0.3, regularizer="neighbours")
+    algorithm.setup(fed)
+    updates = torch.stack([fed.initial + 0.5 * k for k in range(1, 5)]) * torch.linspace(0.5, 2.0, fed.dim)
+    algorithm.aggregate(fed, torch.arange(4), updates, 1)
+    fed.flat.load(fed.initial - 0.1)
+    step = type("Step", (), {"client": 2, "round": 2})()
+    mask = fed.layout.parameter_mask(fed.device)
+    w = fed.flat.vector.detach()[mask]
+    cosines = torch.stack([torch.nn.functional.cosine_similarity(w, u[mask], dim=0) for u in updates])
+    expected = -0.3 * (algorithm.graph[2] * cosines).sum()
+    assert torch.allclose(algorithm.local_loss(fed, step), expected, atol=1e-6)
+
+
 @pytest.mark.parametrize("options, message", [
+    ({"regularizer": "cosine"}, "pfedgraph regularizer must be one of"),
     ({"alpha": 0.0}, "pfedgraph alpha must be > 0"),
     ({"lam": -0.01}, "pfedgraph lam must be >= 0"),
 ])

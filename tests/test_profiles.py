@@ -74,3 +74,44 @@ def test_fedvgae_profiles_are_valid_and_follow_the_papers_setting(name):
     if name == "paper":
         assert (config.rounds, config.local_epochs, len(profile.seeds)) == (100, 5, 5)
         assert set(profile.sweep["link_datasets"]) == {"cora_full", "cora", "pubmed", "citeseer", "polblogs"}
+
+
+def test_per_method_protocol_applies_unless_the_caller_names_one():
+    from gflkit.profiles import Profile
+
+    profile = Profile("p", base=dict(dataset="digits", num_clients=5), evaluate={"ifca": "local"})
+    assert profile.config(method="ifca").evaluate == "local"
+    assert profile.config(method="fedavg").evaluate == "server", "unlisted methods keep the base's protocol"
+    assert profile.config(method="ifca", evaluate="server").evaluate == "server"
+    assert resolve_profile({"p": profile}, "p", overrides={"rounds": 2}).protocol("ifca") == "local"
+    switched = resolve_profile({"p": profile}, "p", overrides={"evaluate": "server"})
+    assert switched.protocol("ifca") == switched.protocol("fedavg") == "server", "one parameter switches all"
+    with pytest.raises(ValueError, match="unknown evaluation protocol evaluate='final'"):
+        Profile("q", base=dict(dataset="digits", num_clients=5), evaluate={"ifca": "final"}).config(method="ifca")
+
+
+@pytest.mark.parametrize("name", ["smoke", "ci", "paper1", "paper"])
+def test_fedska_profiles_score_each_method_as_the_authors_code_does(name):
+    from gflkit.papers.fedska import PROFILES as FEDSKA_PROFILES, grids
+
+    profile = resolve_profile(FEDSKA_PROFILES, name)
+    protocols = {m: profile.protocol(m) for m in profile.sweep["methods"]}
+    assert protocols == {"fedavg": "server", "fedprox": "server", "fedu": "server", "local": "local",
+                         "ditto": "local", "ifca": "local", "sfl": "local", "fedska": "local"}
+    sections = grids(profile)
+    assert all(c.evaluate == protocols[c.method] for configs in sections.values() for c in configs)
+    if name in ("paper1", "paper"):
+        assert profile.config().rounds == 200 and profile.config().model == "mclr"
+    if name == "paper1":
+        assert profile.seeds == (0,) and len(sections["table1"]) == 24 and len(sections["table3"]) == 4
+    with pytest.raises(ValueError, match="unknown section"):
+        grids(profile, ["table9"])
+
+
+def test_quickstart_uses_fedskas_protocol_and_jgesr_scores_what_the_server_holds():
+    from gflkit.papers.jgesr import PROFILES as JGESR_PROFILES
+
+    quick = resolve_profile(PROFILES, "ci")
+    assert (quick.protocol("fedavg"), quick.protocol("local")) == ("server", "local")
+    jgesr = resolve_profile(JGESR_PROFILES, "ci")
+    assert {jgesr.protocol(m) for m in jgesr.sweep["methods"]} == {"server"}

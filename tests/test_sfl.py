@@ -40,7 +40,9 @@ def test_server_propagates_all_personalised_models_and_reads_out_their_mean():
     expected = graph_propagate(algorithm.propagation(), models, layers=3)
     assert torch.allclose(algorithm.aggregated, expected)
     assert torch.allclose(fed.global_model, expected.mean(0))
-    assert torch.equal(algorithm.evaluation_models(fed), fed.models)
+    assert torch.equal(algorithm.evaluation_models(fed), algorithm.aggregated), "server protocol: u_k"
+    trained = algorithm.client_update(fed, 1, 2)
+    assert torch.equal(algorithm.trained_model(fed, 1, trained), trained.vector), "local protocol: v_k"
 
 
 def run(rounds, **options):

@@ -11,14 +11,21 @@ from torch import Tensor
 
 from gflkit.algorithms.local import Local
 from gflkit.federation import Federation
-from gflkit.graphs.adjacency import row_normalize
+from gflkit.graphs.adjacency import row_normalize, sym_normalize
 from gflkit.graphs.given import GivenGraphOptions
+
+
+NORMALIZATIONS = {"symmetric": sym_normalize, "row": row_normalize}
 
 
 @dataclass(frozen=True)
 class FedUParams(GivenGraphOptions):
     """``lam``: Laplacian-regularisation weight λ (the FedU code's ``L_k``), λ ≥ 0;
-    ``eta``: step size η of the Laplacian step (``None``: the local learning rate, as in FedU's code).
+    ``eta``: step size η of the Laplacian step (``None``: the local learning rate, as in FedU's code);
+    ``normalize``: the coupling weights :math:`a_{kl}` from the given graph :math:`A` with self loops —
+    ``"symmetric"`` :math:`D^{-1/2}(A + I)D^{-1/2}` (default: the FedSKA authors' FedU, whose
+    ``normalize_adj`` is Kipf's symmetric one; the FedU paper leaves :math:`a_{kl}` to the graph at hand)
+    or ``"row"`` :math:`D^{-1}(A + I)` (each client's weights sum to one).
 
     Default λ = 0.01: the FedU paper's MNIST setting (``--L_k 0.01``, lr 0.03; λ ∈ {0.001, …, 1}
     studied). The FedSKA authors ran FedU with ``L_K = 0.1`` (their argparse default): pass
@@ -27,6 +34,7 @@ class FedUParams(GivenGraphOptions):
 
     lam: float = 0.01
     eta: float | None = None
+    normalize: str = "symmetric"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -34,6 +42,8 @@ class FedUParams(GivenGraphOptions):
             raise ValueError(f"fedu lam must be >= 0, got {self.lam}")
         if self.eta is not None and not self.eta > 0:
             raise ValueError(f"fedu eta must be > 0 (or None for the local learning rate), got {self.eta}")
+        if self.normalize not in NORMALIZATIONS:
+            raise ValueError(f"fedu normalize must be one of {list(NORMALIZATIONS)}, got {self.normalize!r}")
 
 
 def laplacian_step(models: Tensor, weights: Tensor, step: float) -> Tensor:
@@ -59,9 +69,10 @@ class FedU(Local):
               \qquad\text{i.e.}\quad W_S \leftarrow W_S - \eta\lambda\, L_S W_S,
 
     with :math:`L_S` the Laplacian of the graph restricted to the sampled clients :math:`S` (rows of
-    the others are unchanged). :math:`a_{kl}` is the row-normalised given graph with self loops,
-    :math:`D^{-1}(A + I)`, as in the FedSKA authors' FedU runs (their ``normalize_adj``). Every client is
-    evaluated with its own model.
+    the others are unchanged). :math:`a_{kl}` is the normalised given graph with self loops
+    (``normalize``: symmetric by default, as in the FedSKA authors' FedU runs). Every client is
+    evaluated with its own model — under the ``"server"`` protocol after the Laplacian step (the FedSKA
+    authors' FedU server evaluates there), under ``"local"`` right after its local training.
 
     Difference from the FedSKA authors' code: they apply the step client after client, each client
     already seeing the updated models of earlier ones; here all sampled rows are updated at once from
@@ -80,8 +91,9 @@ class FedU(Local):
         self.adjacency = self.params.build_graph(fed)
 
     def weights(self) -> Tensor:
-        """The coupling weights :math:`a_{kl}`: :math:`D^{-1}(A + I)` of the given graph."""
-        return row_normalize(self.adjacency + torch.eye(len(self.adjacency), device=self.adjacency.device))
+        """The coupling weights :math:`a_{kl}`: the given graph with self loops, normalised (``normalize``)."""
+        eye = torch.eye(len(self.adjacency), device=self.adjacency.device)
+        return NORMALIZATIONS[self.params.normalize](self.adjacency + eye)
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         eta = fed.train_config.lr if self.params.eta is None else self.params.eta

@@ -48,6 +48,7 @@ class JGESR(Algorithm):
         self.graph: Tensor | None = None
         self.objective: Tensor = torch.zeros(0)
         self.converged: list[bool] = []
+        self.graph_converged: list[bool] = []
 
     def check(self, num_clients: int) -> None:
         if num_clients < 2:
@@ -77,18 +78,21 @@ class JGESR(Algorithm):
         self.graph = result.graph
         self.objective = torch.tensor(result.objective)
         self.converged.append(result.converged)
+        self.graph_converged.append(result.graph_converged)
 
     def state_dict(self) -> dict[str, Any]:
         return {"received": self.received, "mask": self.mask, "graph": self.graph, "objective": self.objective,
-                "converged": list(self.converged)}
+                "converged": list(self.converged), "graph_converged": list(self.graph_converged)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.received, self.mask, self.graph = state["received"], state["mask"], state["graph"]
         self.objective, self.converged = state["objective"], list(state["converged"])
+        self.graph_converged = list(state["graph_converged"])
 
     def artifacts(self) -> dict[str, Tensor]:
         return {"adjacency": self.graph, "objective": self.objective,
-                "converged": torch.tensor(self.converged, dtype=torch.bool)}
+                "converged": torch.tensor(self.converged, dtype=torch.bool),
+                "graph_converged": torch.tensor(self.graph_converged, dtype=torch.bool)}
 
 
 class TwoStep(JGESR):

@@ -82,12 +82,15 @@ class SFL(Algorithm):
     3. **Server, read-out.** The global model is the mean of the aggregated models,
        :math:`w = \frac1K \sum_k u_k`.
 
-    Every client is evaluated with its personalised model :math:`v_k`.
+    Evaluation: under the ``"local"`` protocol a client is scored with its personalised model
+    :math:`v_k` after local training (the paper's, and what the FedSKA authors' SFL evaluates); under
+    ``"server"`` with the model the server holds for it, its aggregated :math:`u_k` (what the SFL
+    authors' ``main.py`` validates: ``personalized_model[c]``).
 
     Choices where the paper and the code differ: the regulariser here is the paper's squared L2
     (Ditto's ½‖·‖², with the code's coefficients 0.3); both authors' codes apply ``0.3·‖·‖`` to
     *detached* copies of the weights, so their regulariser has no gradient. Both codes start local
-    training from the global model and evaluate :math:`u_k`; the paper trains and evaluates :math:`v_k`.
+    training from the global model; the paper trains :math:`v_k` from itself.
     FedSKA's Table 1 ran SFL with its learned graph (``agg="graph_v2"``, SFL*), which is not this
     given-graph variant.
     """
@@ -128,7 +131,7 @@ class SFL(Algorithm):
         fed.global_model = self.aggregated.mean(dim=0)
 
     def evaluation_models(self, fed: Federation) -> Tensor:
-        return fed.models
+        return self.aggregated
 
     def state_dict(self) -> dict[str, Any]:
         return {"adjacency": self.adjacency, "aggregated": self.aggregated}

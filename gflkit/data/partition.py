@@ -1,7 +1,8 @@
 r"""Client partitioners and per-client train / test splits.
 
 Every partitioner returns index sets only: a list with one sorted ``torch.long`` tensor of sample
-indices per client, pairwise disjoint. The same code therefore serves every dataset (a dataset is one
+indices per client, pairwise disjoint (except :func:`overlapping_shards`, the FedSKA authors'
+allocation, whose clients share samples by design). The same code therefore serves every dataset (a dataset is one
 pooled tensor; a client is an index set into it). All randomness comes from
 ``numpy.random.default_rng(seed)``, so the same arguments always give the same partition.
 
@@ -10,6 +11,9 @@ Schemes:
 * :func:`iid` — a uniformly random split into equal sizes.
 * :func:`label_shards` — McMahan et al. (2017), as used by FedSKA and SFL: sort by label, cut into
   :math:`K q` equal shards, give every client :math:`q` random shards.
+* :func:`overlapping_shards` — the FedSKA / SFL authors' ``allocation_shards``: the same label
+  allocation as :func:`label_shards`, but each client draws its samples of a label from that label's
+  whole pool, independently of the other clients, so clients overlap.
 * :func:`dirichlet` — Hsu et al. (2019), as implemented by NIID-Bench and used by pFedGraph / JGESR:
   per class, client proportions :math:`p \sim \mathrm{Dir}(\alpha \mathbf 1_K)`.
 * :func:`natural` — one client per natural group (LEAF writer, Shakespeare speaking role).
@@ -27,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-SCHEMES = ("iid", "shards", "dirichlet", "natural")
+SCHEMES = ("iid", "shards", "shards_overlapping", "dirichlet", "natural")
 
 
 @dataclass
@@ -93,6 +97,14 @@ def label_shards(labels: Tensor, num_clients: int, shards_per_client: int, seed:
     :math:`2q` labels, and exactly one label per shard when :math:`s` divides every class size.
     """
     y = _labels_array(labels)
+    shards, owners = _shards(y, num_clients, shards_per_client, np.random.default_rng(seed))
+    return [_to_index(shards[row].reshape(-1)) for row in owners]
+
+
+def _shards(y: np.ndarray, num_clients: int, shards_per_client: int,
+            rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`label_shards`' draw: the ``(K q) × s`` shards of label-sorted sample ids and the
+    ``K × q`` shard ids each client receives."""
     _check_num_clients(num_clients, len(y))
     if shards_per_client < 1 or num_clients * shards_per_client > len(y):
         raise ValueError(
@@ -101,12 +113,58 @@ def label_shards(labels: Tensor, num_clients: int, shards_per_client: int, seed:
         )
     num_shards = num_clients * shards_per_client
     shard_size = len(y) // num_shards
-    rng = np.random.default_rng(seed)
     kept = rng.permutation(len(y))[: num_shards * shard_size]
     ordered = kept[np.argsort(y[kept], kind="stable")]
-    shards = ordered.reshape(num_shards, shard_size)
     owners = rng.permutation(num_shards).reshape(num_clients, shards_per_client)
-    return [_to_index(shards[row].reshape(-1)) for row in owners]
+    return ordered.reshape(num_shards, shard_size), owners
+
+
+def overlapping_shards(labels: Tensor, num_clients: int, shards_per_client: int, seed: int) -> list[Tensor]:
+    r"""The FedSKA authors' label-shard allocation (``allocation_shards`` in their ``split_utils.py``,
+    shared with SFL's code): clients **overlap**.
+
+    The labels are allocated as in :func:`label_shards` — :math:`K q` shards of size
+    :math:`s = \lfloor N / (K q) floor` over the label-sorted samples, :math:`q` random shards per
+    client, a shard's label being that of its first sample — but a client does not receive the
+    shards' samples: for each label :math:`l` it holds :math:`c_l` shards of, it draws
+    :math:`c_l\,s` samples without replacement from *all* samples of label :math:`l`, independently of
+    the other clients. Every client has :math:`q s` samples (as with disjoint shards), but two clients
+    with a label in common share about :math:`c_l s / N_l` of it, so after each client's own
+    train / test split, a client's test sample is often another client's training sample
+    (:func:`overlap_fraction` measures it). Kept as a named option to measure how much of the paper's
+    level this explains; :func:`label_shards` (disjoint) is the correct protocol.
+    """
+    y = _labels_array(labels)
+    rng = np.random.default_rng(seed)
+    shards, owners = _shards(y, num_clients, shards_per_client, rng)
+    pools = {int(label): np.flatnonzero(y == label) for label in np.unique(y)}
+    shard_labels = y[shards[:, 0]]
+    parts = []
+    for row in owners:
+        chosen, counts = np.unique(shard_labels[row], return_counts=True)
+        draws = []
+        for label, count in zip(chosen.tolist(), counts.tolist()):
+            pool = pools[label]
+            if count * shards.shape[1] > len(pool):
+                raise ValueError(f"a client needs {count * shards.shape[1]} samples of label {label}, which has only "
+                                 f"{len(pool)}: use fewer clients or shards_per_client")
+            draws.append(rng.choice(pool, count * shards.shape[1], replace=False))
+        parts.append(_to_index(np.concatenate(draws)))
+    return parts
+
+
+def overlap_fraction(train: list[Tensor], test: list[Tensor]) -> float:
+    """The share of all clients' test samples that are some *other* client's training sample (0 for
+    disjoint partitions): what an overlapping allocation leaks from training into evaluation."""
+    held = [set(part.tolist()) for part in train]
+    trained_by = {}
+    for client, samples in enumerate(held):
+        for sample in samples:
+            trained_by.setdefault(sample, set()).add(client)
+    total = sum(len(part) for part in test)
+    leaked = sum(1 for client, part in enumerate(test) for sample in part.tolist()
+                 if trained_by.get(sample, set()) - {client})
+    return leaked / total if total else 0.0
 
 
 def _dirichlet_once(y: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator) -> list[np.ndarray]:
@@ -240,6 +298,7 @@ def partition(labels: Tensor, scheme: str, num_clients: int, seed: int, **option
 
     * ``"iid"``: :func:`iid` over ``len(labels)`` samples.
     * ``"shards"``: :func:`label_shards`, needs ``shards_per_client``.
+    * ``"shards_overlapping"``: :func:`overlapping_shards` (the FedSKA authors'), needs ``shards_per_client``.
     * ``"dirichlet"``: :func:`dirichlet`, needs ``alpha`` (optional ``min_size``, ``max_tries``).
     * ``"natural"``: :func:`natural`, needs ``groups`` (one id per sample); ``num_clients`` and
       ``seed`` are ignored, the groups define the clients.
@@ -249,8 +308,9 @@ def partition(labels: Tensor, scheme: str, num_clients: int, seed: int, **option
     options = dict(options)
     if scheme == "iid":
         return iid(len(labels), num_clients, seed, **options)
-    if scheme == "shards":
-        return label_shards(labels, num_clients, _option(options, "shards_per_client", scheme), seed, **options)
+    if scheme in ("shards", "shards_overlapping"):
+        allocate = label_shards if scheme == "shards" else overlapping_shards
+        return allocate(labels, num_clients, _option(options, "shards_per_client", scheme), seed, **options)
     if scheme == "dirichlet":
         return dirichlet(labels, num_clients, _option(options, "alpha", scheme), seed, **options)
     groups = _option(options, "groups", scheme)
@@ -267,6 +327,8 @@ __all__ = [
     "label_counts",
     "label_shards",
     "natural",
+    "overlap_fraction",
+    "overlapping_shards",
     "partition",
     "split_by_marker",
     "train_test_split",

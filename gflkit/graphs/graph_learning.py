@@ -13,8 +13,10 @@ The non-smooth part of the graph-learning objective is
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -144,6 +146,15 @@ def prox_degree_barrier(
     return edges_at(multipliers).to(point.dtype)
 
 
+class LearnedGraph(NamedTuple):
+    """:func:`learn_graph`'s result: the edge vector, whether the solver met its tolerance, and the
+    proximal iterations it took."""
+
+    edges: Tensor
+    converged: bool
+    iterations: int
+
+
 def learn_graph(
     distances: Tensor,
     space: EdgeSpace,
@@ -152,27 +163,44 @@ def learn_graph(
     gamma: float,
     start: Tensor,
     rho: float = 1.0,
-    tol: float = 1e-6,
+    tol: float = 1e-9,
     max_iter: int = 200,
-) -> Tensor:
-    r"""Graph learning, Eq. (9): :math:`\arg\min_{w \ge 0} 2\alpha\, w^\top u - \beta \mathbf 1^\top\log(Bw)
+    shrink: float = 0.1,
+    rho_floor: float = 1e-6,
+) -> LearnedGraph:
+    r"""Graph learning, Eq. (9): :math:`\arg\min_{w \ge 0} F(w) = 2\alpha\, w^\top u - \beta \mathbf 1^\top\log(Bw)
     + \gamma \mathbf 1^\top w`.
 
     ``distances`` is :math:`u = \mathrm{upper}(\mathcal D(X))` with :math:`\mathcal D_{mn} = \frac12\lVert
     x_m - x_n\rVert^2`, so that :math:`2\alpha w^\top u = \alpha\,\mathrm{tr}(W\mathcal D) = \alpha\,
-    \mathrm{tr}(X^\top L X)`. Solved by proximal-point iterations
-    :math:`w \leftarrow \mathrm{prox}_{g/\rho}(w - 2\alpha u / \rho)` from ``start`` until the edge
-    vector moves less than ``tol`` (relative), at most ``max_iter`` times.
+    \mathrm{tr}(X^\top L X)`. Solved by the proximal-point method with exact proximal steps,
+
+    .. math:: w^{t+1} = \mathrm{prox}_{g/\rho_t}\big(w^t - 2\alpha u / \rho_t\big)
+              = \arg\min_w F(w) + \tfrac{\rho_t}{2}\lVert w - w^t\rVert^2 ,
+
+    from ``start``, with the proximal weight shrinking geometrically, :math:`\rho_t = \max(\rho\,
+    \text{shrink}^t, \rho\,\text{rho\_floor})`: the smaller :math:`\rho_t`, the closer one step comes to the
+    minimiser (the smooth part is linear, so any :math:`\rho > 0` is a valid step; with a fixed
+    :math:`\rho = 1` a 207-node problem still moved after 20,000 steps, with the continuation it converges
+    in about ten). It stops once :math:`\rho_t` sits at its floor and the edge vector moves less than
+    ``tol`` (relative); the result says whether that happened within ``max_iter`` steps, and a warning
+    names the remedy when it did not.
     """
-    edges = start.double()
-    for _ in range(max_iter):
-        updated = prox_degree_barrier(edges - 2.0 * alpha * distances.double() / rho, space, beta, gamma, rho,
+    if not 0 < shrink <= 1 or not 0 < rho_floor <= 1:
+        raise ValueError(f"learn_graph needs 0 < shrink <= 1 and 0 < rho_floor <= 1, got {shrink}, {rho_floor}")
+    edges, step, moved = start.double(), rho, math.inf
+    for iteration in range(1, max_iter + 1):
+        updated = prox_degree_barrier(edges - 2.0 * alpha * distances.double() / step, space, beta, gamma, step,
                                       start_degrees=space.degrees(edges))
-        moved = float((updated - edges).norm())
+        moved = float((updated - edges).norm()) / (1.0 + float(updated.norm()))
         edges = updated
-        if moved <= tol * (1.0 + float(edges.norm())):
-            break
-    return edges.to(distances.dtype)
+        at_floor = step <= rho * rho_floor
+        if at_floor and moved <= tol:
+            return LearnedGraph(edges.to(distances.dtype), True, iteration)
+        step = max(step * shrink, rho * rho_floor)
+    warnings.warn(f"graph learning stopped after max_iter={max_iter} proximal steps without converging (last relative "
+                  f"move {moved:.3g} > tol={tol:g}); raise max_iter or loosen tol", RuntimeWarning, stacklevel=2)
+    return LearnedGraph(edges.to(distances.dtype), False, max_iter)
 
 
-__all__ = ["EdgeSpace", "degree_barrier", "learn_graph", "prox_degree_barrier"]
+__all__ = ["EdgeSpace", "LearnedGraph", "degree_barrier", "learn_graph", "prox_degree_barrier"]

@@ -89,6 +89,7 @@ class Restoration:
     objective: list[float] = field(default_factory=list)
     converged: bool = False
     rho: float = math.nan
+    graph_converged: bool = True  # every inner graph learning (Two-step's Eq. 9 solves) met its tolerance
 
     @property
     def iterations(self) -> int:
@@ -249,10 +250,11 @@ def two_step(problem: JointProblem, models: Tensor, edges: Tensor) -> Restoratio
     :math:`\lVert\Delta\Psi\rVert_F < \varepsilon` or ``max_iter`` alternations."""
     params = problem.params
     history = [problem.objective(models, edges)]
-    converged = False
+    converged, graph_converged = False, True
     for _ in range(params.max_iter):
-        edges = learn_graph(problem.distances(models), problem.space, params.alpha, params.beta, params.gamma,
-                            start=edges, rho=params.rho)
+        edges, learned, _ = learn_graph(problem.distances(models), problem.space, params.alpha, params.beta,
+                                        params.gamma, start=edges, rho=params.rho)
+        graph_converged = graph_converged and learned
         new_models = graph_filter(problem.received, problem.space.matrix(edges), problem.weights, params.alpha,
                                   params.mu, None if problem.mask is None else problem.mask.bool())
         history.append(problem.objective(new_models, edges))
@@ -261,7 +263,7 @@ def two_step(problem: JointProblem, models: Tensor, edges: Tensor) -> Restoratio
         if moved < params.eps:
             converged = True
             break
-    return Restoration(models, problem.space.matrix(edges), history, converged, params.rho)
+    return Restoration(models, problem.space.matrix(edges), history, converged, params.rho, graph_converged)
 
 
 def row_space_coordinates(rows: Tensor) -> tuple[Tensor, Tensor]:

@@ -7,10 +7,11 @@ graph, E_S = E_g = 10. The paper does not say which shard setting Table 3 and Fi
 q = 5 and say so. Baseline settings from the authors' run scripts: FedU with λ = 0.1 (``L_K``), IFCA
 with 3 clusters.
 
-**Evaluation protocol** (:data:`PROTOCOL`), from the authors' servers: FedAvg and FedProx are scored
-with the global model the server sends (``"server"``); every other method with the model each client
-holds after its local training of the round (``"local"``): IFCA's cluster model fine-tuned for one
-local epoch, the personal models of Separate, Ditto, FedU, SFL and FedSKA.
+**Evaluation protocol** (:data:`PROTOCOL`), from where the authors' servers call ``evaluate``: FedAvg
+and FedProx are scored with the global model the server sends, FedU with each client's model after
+the Laplacian aggregation step (``"server"``); every other method with the model each client holds
+after its local training of the round (``"local"``): IFCA's cluster model fine-tuned for one local
+epoch, the personal models of Separate, Ditto, SFL (before the graph aggregation) and FedSKA.
 """
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from gflkit.experiment import RunConfig
 from gflkit.profiles import Profile
 
 METHODS = ("local", "fedavg", "fedprox", "ditto", "ifca", "fedu", "sfl", "fedska")
-PROTOCOL = {"fedavg": "server", "fedprox": "server", "local": "local", "ditto": "local", "ifca": "local",
-            "fedu": "local", "sfl": "local", "fedska": "local"}
+PROTOCOL = {"fedavg": "server", "fedprox": "server", "fedu": "server", "local": "local", "ditto": "local",
+            "ifca": "local", "sfl": "local", "fedska": "local"}
 MNIST_BASE = dict(dataset="mnist", num_clients=100, model="mclr", partition="shards", batch_size=32, lr=0.01)
 
 # The other rows of Table 1 and Table 2: each dataset's setting from the paper and NOTES.md. A notebook

@@ -102,3 +102,24 @@ def test_fedavg_learns_links_on_the_fixture_graph():
     start = sum(m["auc"] for m in fed.evaluate(fed.initial)) / fed.num_clients
     records = run_rounds(fed, build_algorithm("fedavg"), Schedule(10, eval_every=10), progress=False)
     assert records["auc"].mean() > max(start, 80.0)
+
+
+@pytest.mark.parametrize("method", ["fedavg", "fedvgae", "fedpub"])
+def test_local_protocol_scores_each_subgraph_clients_trained_model(method, monkeypatch):
+    fed = make_graph_federation("node_classification", epochs=2)
+    algorithm = build_algorithm(method)
+    trained = {}
+    original = type(algorithm).trained_model
+
+    def spy(self, fed, client, result):
+        trained[client] = original(self, fed, client, result).clone()
+        return trained[client]
+
+    monkeypatch.setattr(type(algorithm), "trained_model", spy)
+    records = run_rounds(fed, algorithm, Schedule(1, evaluate="local"), progress=False).set_index("client")
+    for client, model in trained.items():
+        assert records.loc[client, "accuracy"] == fed.client_metrics(client, model, "test")["accuracy"]
+        if method == "fedvgae":  # the whole model the client kept, not the encoder-only upload
+            assert torch.equal(model, fed.models[client])
+    server = fed.evaluate(algorithm.evaluation_models(fed))
+    assert records["accuracy_server"].tolist() == [m["accuracy"] for m in server]

@@ -61,10 +61,16 @@ def test_fedska_ci_profile_on_real_mnist(tmp_path, real_data_root):
     records = pd.read_csv(tmp_path / "table1_records.csv")
     assert records["client"].nunique() == 100
     table3 = pd.read_csv(tmp_path / "table3.csv")
-    assert set(table3["setting"]) == {"given_graph", "learned_graph", "no_structure_term"}
+    assert set(table3["setting"]) == {"given_graph", "learned_graph", "learned_graph_features_init",
+                                      "no_structure_term"}
     assert sorted(pd.read_csv(tmp_path / "figure4_k.csv")["k"]) == [5, 30, 80]
+    protocols = pd.read_csv(tmp_path / "table1_protocols.csv")
+    assert len(protocols) == 24 and protocols[["server", "local"]].notna().all().all()
+    assert dict(zip(protocols["method"], protocols["protocol"]))["ifca"] == "local"
+    overlap = pd.read_csv(tmp_path / "overlap.csv")
+    assert set(overlap["method"]) == {"local", "fedavg", "fedska"}
     claims = pd.read_csv(tmp_path / "claims.csv")
-    assert len(claims) == 9 and set(claims["verdict"]) <= {"reproduced", "not reproduced"}
+    assert len(claims) == 10 and set(claims["verdict"]) <= {"reproduced", "not reproduced"}
     for figure in ("figure3_learning_curves.png", "figure4_k_sensitivity.png", "figure5_learned_graph.png"):
         assert (tmp_path / figure).stat().st_size > 10_000
 

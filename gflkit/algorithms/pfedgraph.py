@@ -160,8 +160,9 @@ class PFedGraph(Algorithm):
         self.graph[clients] = 0.0
         self.graph[clients[:, None], clients[None, :]] = weights
         fed.models[clients] = weights @ updates
-        norms = updates[:, mask].norm(dim=1, keepdim=True).clamp(min=1e-12)
-        self.neighbour_sum[clients] = weights @ (updates / norms)
+        if self.params.regularizer == "neighbours":
+            norms = updates[:, mask].norm(dim=1, keepdim=True).clamp(min=1e-12)
+            self.neighbour_sum[clients] = weights @ (updates / norms)
 
     def evaluation_models(self, fed: Federation) -> Tensor:
         return fed.models

@@ -46,7 +46,10 @@ def _precompute(args: argparse.Namespace) -> int:
     if paper is None or not hasattr(paper, "grids"):
         raise SystemExit(f"gflkit precompute: notebook {args.name!r} does not publish its experiment grids "
                          "(gflkit/papers/<name>.py needs a grids(profile) function); run it with `gflkit notebook`")
-    params = resolve_profile(paper.PROFILES, args.profile)
+    try:
+        params = resolve_profile(paper.PROFILES, args.profile, seeds=args.seeds)
+    except ValueError as error:
+        raise SystemExit(f"gflkit precompute: {error}") from None
     try:
         sections = paper.grids(params, args.section)
     except ValueError as error:
@@ -80,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--results", default=None, help="the notebook's results folder (default: results/<name>)")
     pre.add_argument("--section", action="append", help="only this grid section (repeatable), e.g. table1")
     pre.add_argument("--method", action="append", help="only runs of this method (repeatable)")
+    pre.add_argument("--seeds", type=int, nargs="+", default=None,
+                     help="these seeds instead of the profile's, e.g. --seeds 0 (a first seed of every cell)")
     pre.add_argument("--device", default="auto", help="auto | cpu | cuda")
     pre.set_defaults(func=_precompute)
     return parser

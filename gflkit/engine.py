@@ -111,6 +111,7 @@ class Checkpoint:
             "algorithm": algorithm.state_dict(),
             "records": records,
             "local_scores": local_scores,
+            "optimizer_states": fed.optimizer_states,
         }
         torch.save(state, tmp)
         os.replace(tmp, self.path)
@@ -121,6 +122,7 @@ class Checkpoint:
         state = torch.load(self.path, map_location=fed.device, weights_only=False)
         fed.models = state["models"]
         fed.global_model = state["global_model"]
+        fed.optimizer_states = state["optimizer_states"]
         algorithm.load_state_dict(state["algorithm"])
         return state["round"], state["records"], state["local_scores"]
 

@@ -62,10 +62,15 @@ class RunConfig:
             the server holds for it — global, cluster or personal) or ``"local"`` (that model after the
             client's local training of the round); the other protocol's metrics are recorded beside
             (see :mod:`gflkit.engine`). Each paper's profiles set it per method to the paper's protocol.
-        local_epochs, batch_size, lr, momentum, weight_decay: local SGD. Graph clients take one
+        local_epochs, batch_size, lr, momentum, weight_decay, optimizer, optimizer_state: local
+            training (:class:`~gflkit.training.TrainConfig`: ``"sgd"`` or ``"adam"``, its state
+            ``"fresh"`` at every local training or ``"persistent"`` per client). Graph clients take one
             full-batch step per local epoch ("local iterations") and ignore ``batch_size``.
         task: ``classification`` / ``forecasting`` for samples, ``link_prediction`` /
-            ``node_classification`` for graphs.
+            ``node_classification`` for graphs; ``task_options`` its options (e.g. link prediction's
+            ``reconstruction``, :class:`~gflkit.tasks.LinkPredictionTask`).
+        data_options: the loader's options (:func:`~gflkit.data.registry.load_dataset`; for graphs
+            :func:`~gflkit.data.registry.load_graph`, e.g. ``normalize_features``).
         channel: the uplink's corruption of uploads, options of :class:`~gflkit.channel.Channel`
             (``noise_scale`` s, ``missing_rate``; completed with its defaults: a perfect channel).
         seed: seeds partitioning, initialisation, sampling, minibatch order and the channel's noise.
@@ -91,7 +96,10 @@ class RunConfig:
     lr: float = 0.01
     momentum: float = 0.0
     weight_decay: float = 0.0
+    optimizer: str = "sgd"
+    optimizer_state: str = "fresh"
     task: str = "classification"
+    task_options: dict[str, Any] = field(default_factory=dict)
     data_options: dict[str, Any] = field(default_factory=dict)
     channel: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
@@ -126,6 +134,10 @@ class RunConfig:
         object.__setattr__(self, "channel", dataclasses.asdict(self.uplink()))
         self.train_config()
         self.schedule()
+        try:
+            build_task(self.task, **self.task_options)
+        except TypeError as error:
+            raise ValueError(f"task_options: {error}") from None
 
     @property
     def is_graph(self) -> bool:
@@ -142,7 +154,8 @@ class RunConfig:
 
     def train_config(self) -> TrainConfig:
         """Local-training hyper-parameters."""
-        return TrainConfig(self.local_epochs, self.batch_size, self.lr, self.momentum, self.weight_decay)
+        return TrainConfig(self.local_epochs, self.batch_size, self.lr, self.momentum, self.weight_decay,
+                           self.optimizer, self.optimizer_state)
 
     def uplink(self) -> Channel:
         """The channel between clients and server."""
@@ -191,9 +204,10 @@ def client_split(data: SampleDataset, config: RunConfig) -> ClientSplit:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_subgraph_clients(name: str, root: str | None, num_clients: int, method: str, seed: int, links: bool,
-                             options: tuple) -> list[ClientGraph]:
-    return make_subgraph_clients(load_graph(name, root=root), num_clients, method, seed, links=links, **dict(options))
+def _cached_subgraph_clients(name: str, root: str | None, data_options: tuple, num_clients: int, method: str,
+                             seed: int, links: bool, options: tuple) -> list[ClientGraph]:
+    graph = load_graph(name, root=root, **dict(data_options))
+    return make_subgraph_clients(graph, num_clients, method, seed, links=links, **dict(options))
 
 
 def graph_clients(config: RunConfig, data_root: str | Path | None = None) -> list[ClientGraph]:
@@ -205,7 +219,8 @@ def graph_clients(config: RunConfig, data_root: str | Path | None = None) -> lis
     """
     if not config.is_graph:
         raise ValueError(f"dataset {config.dataset!r} is not a graph dataset")
-    return _cached_subgraph_clients(config.dataset, None if data_root is None else str(data_root), config.num_clients,
+    return _cached_subgraph_clients(config.dataset, None if data_root is None else str(data_root),
+                                    tuple(sorted(config.data_options.items())), config.num_clients,
                                     config.partition, config.seed, config.task == "link_prediction",
                                     tuple(sorted(config.partition_options.items())))
 
@@ -222,7 +237,8 @@ def build_graph_federation(config: RunConfig, data_root: str | Path | None = Non
     torch.manual_seed(derive_seed(config.seed, MODEL_INIT))
     num_classes = int(graph.num_classes) if config.task == "node_classification" else 0
     model = build_model(config.model, (graph.num_features,), num_classes, **config.model_options)
-    return GraphFederation(clients, model, build_task(config.task), config.train_config(), seed=config.seed,
+    return GraphFederation(clients, model, build_task(config.task, **config.task_options), config.train_config(),
+                           seed=config.seed,
                            device=resolve_device(device), channel=config.uplink())
 
 
@@ -237,7 +253,8 @@ def build_federation(
     torch.manual_seed(derive_seed(config.seed, MODEL_INIT))
     model = build_model(config.model, data.input_shape, data.num_classes, **config.model_options)
     return Federation(
-        data.x, data.y, split.train, split.test, model, build_task(config.task, **data.info.get("task_options", {})),
+        data.x, data.y, split.train, split.test, model,
+        build_task(config.task, **{**data.info.get("task_options", {}), **config.task_options}),
         config.train_config(), seed=config.seed, device=resolve_device(device),
         client_graph=client_graph(data, config, split), channel=config.uplink(),
     )

@@ -29,7 +29,7 @@ from gflkit.seeding import TORCH_GLOBAL, derive_seed, generator, seed_global_rng
 from gflkit.state import FlatModule, Layout
 from gflkit.data.subgraphs import ClientGraph
 from gflkit.tasks import GraphTask, Task, add_sums
-from gflkit.training import Batch, LossTerm, TrainConfig, local_sgd, make_sgd, minibatches
+from gflkit.training import Batch, LossTerm, TrainConfig, local_sgd, make_optimizer, minibatches
 
 
 @dataclass
@@ -106,7 +106,10 @@ class Federation:
         self.global_model: Tensor | None = None
         self.channel = channel
         self.upload_mask: Tensor | None = None  # entries received in the latest upload (None: all)
-        self._optimizers: dict[TrainConfig, torch.optim.SGD] = {}
+        self._optimizers: dict[TrainConfig, torch.optim.Optimizer] = {}
+        # per (client, stream): the optimiser state a client keeps between its local trainings
+        # (``optimizer_state="persistent"``), one dict of state tensors per model parameter
+        self.optimizer_states: dict[tuple[int, int], list[dict[str, Tensor]]] = {}
 
     @property
     def num_clients(self) -> int:
@@ -159,13 +162,17 @@ class Federation:
         ``stream`` separates several trainings of the same client in one round (Ditto trains a global
         and a personal model) so that each draws its own minibatch order. ``extra_parameters`` are
         leaf tensors outside the model that the same optimiser steps alongside it for this training
-        only (FED-PUB's sparse masks, which a method applies to the working module itself).
+        only (FED-PUB's sparse masks, which a method applies to the working module itself); their
+        optimiser state is never kept.
         """
         self.flat.load(start)
         seed_global_rng(derive_seed(self.seed, round, client, stream, TORCH_GLOBAL), self.device)
         config = config or self.train_config
         order = generator(self.seed, round, client, stream)
         optimizer = self._optimizer(config)
+        persistent = config.optimizer_state == "persistent"
+        if persistent:
+            self._restore_optimizer_state(optimizer, (client, stream))
         if extra_parameters:
             optimizer.add_param_group({"params": list(extra_parameters)})
         try:
@@ -184,7 +191,15 @@ class Federation:
                 del optimizer.param_groups[1:]
                 for tensor in extra_parameters:
                     optimizer.state.pop(tensor, None)
+        if persistent:
+            self.optimizer_states[(client, stream)] = [dict(optimizer.state[p]) for p in self.flat.parameters]
         return LocalResult(self.flat.vector.detach().clone(), loss)
+
+    def _restore_optimizer_state(self, optimizer: torch.optim.Optimizer, owner: tuple[int, int]) -> None:
+        """Load the state ``owner`` = (client, stream) kept after its previous training (copies: a
+        training that fails half-way leaves the kept state untouched)."""
+        for parameter, state in zip(self.flat.parameters, self.optimizer_states.get(owner, ())):
+            optimizer.state[parameter] = {name: value.clone() for name, value in state.items()}
 
     @torch.no_grad()
     def representations(self, model: Tensor, x: object) -> Tensor:
@@ -206,10 +221,10 @@ class Federation:
         received, self.upload_mask = self.channel.transmit(vectors, clients, round, self.seed, reference_scale)
         return received
 
-    def _optimizer(self, config: TrainConfig) -> torch.optim.SGD:
+    def _optimizer(self, config: TrainConfig) -> torch.optim.Optimizer:
         """The working module's optimiser for ``config``, built once and emptied before each use."""
         if config not in self._optimizers:
-            self._optimizers[config] = make_sgd(self.flat.parameters, config)
+            self._optimizers[config] = make_optimizer(self.flat.parameters, config)
         optimizer = self._optimizers[config]
         optimizer.state.clear()
         return optimizer

@@ -27,10 +27,10 @@ class Profile:
             a ``methods`` entry is validated like the base configuration.
         method_options: per-method hyper-parameters of this profile (e.g. a smaller FedSKA ``k`` for
             a 20-client smoke run), merged under any ``method_options`` passed to :meth:`config`.
-        evaluate: per-method evaluation protocol (``"server"`` or ``"local"``, see
-            :mod:`gflkit.engine`): the paper's protocol for that method. A method not listed uses the
-            base's ``evaluate`` (``"server"`` when the base does not set it); an ``evaluate`` passed to
-            :meth:`config` wins over both.
+        method_config: per-method :class:`~gflkit.experiment.RunConfig` fields that differ from the
+            base: the paper's evaluation protocol for that method (``{"ifca": {"evaluate": "local"}}``,
+            see :mod:`gflkit.engine`), a baseline's published optimiser (``{"gcfl": {"weight_decay":
+            5e-4}}``). A field passed to :meth:`config`, or overridden for the whole profile, wins.
     """
 
     name: str
@@ -38,15 +38,13 @@ class Profile:
     seeds: tuple[int, ...] = (0,)
     sweep: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     method_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    evaluate: Mapping[str, str] = field(default_factory=dict)
+    method_config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def config(self, **changes: Any) -> RunConfig:
-        """A validated run configuration: the base with ``changes`` applied."""
-        fields = {**self.base, **changes}
-        method = fields.get("method", "fedavg")
+        """A validated run configuration: the base, then the method's own fields, then ``changes``."""
+        method = changes.get("method", self.base.get("method", "fedavg"))
+        fields = {**self.base, **self.method_config.get(method, {}), **changes}
         fields["method_options"] = {**self.method_options.get(method, {}), **fields.get("method_options", {})}
-        if "evaluate" not in changes and method in self.evaluate:
-            fields["evaluate"] = self.evaluate[method]
         return RunConfig(**fields)
 
     def protocol(self, method: str) -> str:
@@ -63,8 +61,8 @@ def resolve_profile(
     """The profile ``name`` with ``seeds`` and ``overrides`` applied, validated.
 
     ``overrides`` may change any :class:`RunConfig` field (``rounds=50``) or any sweep entry
-    (``shards=[2]``); ``evaluate="local"`` scores every method with that protocol instead of the
-    profile's per-method ones. Raises ``ValueError`` naming the problem and the valid choices.
+    (``shards=[2]``); an overridden field holds for every method, e.g. ``evaluate="local"`` scores every
+    method with that protocol instead of the profile's per-method ones. Raises ``ValueError`` naming the problem and the valid choices.
     """
     if name not in profiles:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(profiles)}")
@@ -82,8 +80,9 @@ def resolve_profile(
     seeds = tuple(profile.seeds if seeds is None else seeds)
     if not seeds or any(int(s) < 0 for s in seeds):
         raise ValueError(f"seeds must be a non-empty list of non-negative integers, got {list(seeds)}")
-    protocols = {} if "evaluate" in overrides else profile.evaluate  # one protocol for every method, if named
-    resolved = dataclasses.replace(profile, base=base, seeds=seeds, sweep=sweep, evaluate=protocols)
+    per_method = {method: {k: v for k, v in fields.items() if k not in overrides}
+                  for method, fields in profile.method_config.items()}  # an override holds for every method
+    resolved = dataclasses.replace(profile, base=base, seeds=seeds, sweep=sweep, method_config=per_method)
     resolved.config()  # validates dataset, method, model, rounds, ...
     for method in sweep.get("methods", ()):
         resolved.config(method=method)

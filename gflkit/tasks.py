@@ -139,6 +139,7 @@ class ForecastingTask:
 
 
 GRAPH_SPLITS = ("train", "val", "test")
+RECONSTRUCTIONS = ("dense", "sampled")
 
 
 def _check_split(split: str) -> None:
@@ -212,22 +213,46 @@ class LinkPredictionTask:
     Targets are labelled pairs, a ``(3, m)`` tensor: rows 0–1 the nodes :math:`(u, v)`, row 2 the label
     :math:`a_{uv}` (1: edge, 0: non-edge).
 
-    Training: the positives :math:`P` are the training edges; every step draws as many negatives
-    :math:`N` anew, uniformly among the node pairs that are not training edges
-    (:meth:`training_targets`). The reconstruction loss (PyG's ``VGAE.recon_loss``) is
+    Training (``reconstruction``):
 
-    .. math:: \ell = -\frac{1}{|P|} \sum_{(u,v) \in P} \log \hat A_{uv}
-                     -\frac{1}{|N|} \sum_{(u,v) \in N} \log (1 - \hat A_{uv})
+    * ``"dense"`` (default; FedVGAE's Eq. 7 and Kipf & Welling's reference code): the whole adjacency
+      matrix of the client's :math:`n` own nodes is reconstructed. The labels are Kipf's
+      :math:`A^{lab} = A_{train} + I` and the positives are re-weighted by the pair imbalance:
 
-    (a part without pairs contributes 0); the VGAE adds its KL term itself. Evaluation on the held-out
+      .. math:: \ell = \frac{n^2}{2 (n^2 - E)} \cdot \frac{1}{n^2} \sum_{u, v}
+                \Big[ w\, A^{lab}_{uv} \big(-\log \hat A_{uv}\big)
+                      + (1 - A^{lab}_{uv}) \big(-\log (1 - \hat A_{uv})\big) \Big],
+                \qquad w = \frac{n^2 - E}{E}
+
+      with :math:`E` the directed training edges (:math:`2|P|`). :meth:`training_targets` returns the
+      pairs labelled 1 in :math:`A^{lab}` (both directions of every training edge, then every
+      :math:`(u, u)`); :meth:`loss` reads :math:`n` as the number of :math:`(u, u)` pairs. Eq. 7 as
+      printed sums the pairs unweighted and divides by :math:`n`; we follow the reference code's
+      weighting (the scale of Eq. 7 against the KL term is the VGAE's ``kl_weight``).
+    * ``"sampled"`` (PyG's ``VGAE.recon_loss``): the positives :math:`P` are the training edges; every
+      step draws as many negatives :math:`N` anew, uniformly among the node pairs that are not training
+      edges, and
+
+      .. math:: \ell = -\frac{1}{|P|} \sum_{(u,v) \in P} \log \hat A_{uv}
+                       -\frac{1}{|N|} \sum_{(u,v) \in N} \log (1 - \hat A_{uv})
+
+      (a part without pairs contributes 0).
+
+    The VGAE adds its KL term itself. Evaluation on the held-out
     positive and negative pairs of ``val`` / ``test``: ``auc`` and ``ap`` (in %; NaN without both kinds
     of pairs) and the mean binary cross-entropy ``loss``. AUC and AP are not sums over batches: graph
     clients are evaluated in one full batch.
     """
 
     name: str = "link_prediction"
+    reconstruction: str = "dense"
     score: ClassVar[str] = "auc"
     decoder: ClassVar[InnerProductDecoder] = InnerProductDecoder()
+
+    def __post_init__(self) -> None:
+        if self.reconstruction not in RECONSTRUCTIONS:
+            raise ValueError(f"unknown reconstruction {self.reconstruction!r}; choose one of {list(RECONSTRUCTIONS)} "
+                             "('dense': the whole adjacency matrix as in Eq. 7, 'sampled': one non-edge per edge)")
 
     def inputs(self, client: ClientGraph) -> Data:
         """The model input: the client's node features and both directions of its training edges."""
@@ -247,8 +272,13 @@ class LinkPredictionTask:
         return _labelled(positives, negatives)
 
     def training_targets(self, targets: Tensor, num_nodes: int, generator: torch.Generator) -> Tensor:
-        """The training edges of ``targets`` plus as many fresh non-edges (drawn from ``generator``)."""
+        """``"dense"``: the pairs labelled 1 in :math:`A_{train} + I` over the ``num_nodes`` own nodes;
+        ``"sampled"``: the training edges of ``targets`` plus as many fresh non-edges (from ``generator``)."""
         positives = targets[:2, targets[2] == 1]
+        if self.reconstruction == "dense":
+            nodes = torch.arange(num_nodes, device=targets.device)
+            return _labelled(torch.cat([positives, positives.flip(0), torch.stack([nodes, nodes])], dim=1),
+                             targets.new_empty(2, 0))
         rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator)))
         negatives = sample_non_edges(num_nodes, positives.cpu(), positives.size(1), rng).to(targets.device)
         return _labelled(positives, negatives)
@@ -267,13 +297,32 @@ class LinkPredictionTask:
         return self.decoder(z, targets[:2], sigmoid=False)
 
     def loss(self, z: Tensor, targets: Tensor) -> Tensor:
-        """Mean BCE over the positive pairs plus mean BCE over the negative pairs."""
+        """The reconstruction loss of the training ``targets`` (see the class docstring)."""
+        if self.reconstruction == "dense":
+            return self._dense_loss(z, targets)
         logits, labels = self._logits(z, targets), targets[2].to(z.dtype)
         total = z.sum() * 0.0
         for part in (labels == 1, labels == 0):
             if part.any():
                 total = total + F.binary_cross_entropy_with_logits(logits[part], labels[part])
         return total
+
+    @staticmethod
+    def _dense_loss(z: Tensor, targets: Tensor) -> Tensor:
+        """Kipf's weighted BCE over all pairs of the own nodes; ``targets``: the 1-labelled pairs of
+        :math:`A_{train} + I` (:meth:`training_targets`)."""
+        pairs = targets[:2]
+        self_pairs = pairs[0] == pairs[1]
+        n, edges = int(self_pairs.sum()), int((~self_pairs).sum())
+        if n == 0:
+            return z.sum() * 0.0
+        own = z[:n]
+        labels = torch.zeros(n, n, dtype=z.dtype, device=z.device)
+        labels[pairs[0], pairs[1]] = 1.0
+        non_edges = n * n - edges
+        pos_weight = torch.tensor(non_edges / max(edges, 1), dtype=z.dtype, device=z.device)
+        bce = F.binary_cross_entropy_with_logits(own @ own.t(), labels, pos_weight=pos_weight)
+        return n * n / (2.0 * non_edges) * bce
 
     def evaluate(self, z: Tensor, targets: Tensor) -> dict[str, float]:
         """``auc``, ``ap`` (in %), ``loss_sum`` (BCE summed over pairs) and ``count`` (pairs) of one full batch."""

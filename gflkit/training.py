@@ -1,4 +1,4 @@
-"""The one local-training loop: SGD over a client's batches.
+"""The one local-training loop: SGD (or Adam) over a client's batches.
 
 Every method trains through :func:`local_sgd`. A method changes local training only by passing a
 ``loss_term`` (FedProx's proximal term, Ditto's personal objective, FedSKA's cosine term, MOON's
@@ -20,17 +20,40 @@ from gflkit.models.base import FeatureModel
 from gflkit.state import FlatModule
 
 
+OPTIMIZERS = ("sgd", "adam")
+OPTIMIZER_STATES = ("fresh", "persistent")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    """Hyper-parameters of local training shared by all methods."""
+    """Hyper-parameters of local training shared by all methods.
+
+    Attributes:
+        epochs, batch_size, lr, weight_decay: the local passes, minibatch size, step size and L2 penalty.
+        momentum: SGD's momentum (ignored by Adam).
+        optimizer: ``"sgd"`` or ``"adam"`` (PyTorch's defaults β = (0.9, 0.999), ε = 1e-8).
+        optimizer_state: ``"fresh"``: every local training starts from an empty optimiser state (what
+            a stateless client of a simulation does); ``"persistent"``: each client keeps its
+            optimiser's state (momentum buffers, Adam's moments and step count) from one of its local
+            trainings to the next, as the official codes of FED-PUB, FedSage+ and GCFL+, where every
+            client object builds its optimiser once.
+    """
 
     epochs: int = 1
     batch_size: int = 32
     lr: float = 0.01
     momentum: float = 0.0
     weight_decay: float = 0.0
+    optimizer: str = "sgd"
+    optimizer_state: str = "fresh"
 
     def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of {list(OPTIMIZERS)}")
+        if self.optimizer_state not in OPTIMIZER_STATES:
+            raise ValueError(f"unknown optimizer_state {self.optimizer_state!r}; choose one of "
+                             f"{list(OPTIMIZER_STATES)} ('fresh': empty state at every local training, "
+                             "'persistent': each client keeps its optimiser state across rounds)")
         if self.epochs < 1:
             raise ValueError(f"local epochs must be >= 1, got {self.epochs}")
         if self.batch_size < 1:
@@ -88,8 +111,10 @@ def minibatches(x: Tensor, y: Tensor, indices: Tensor, batch_size: int,
         yield Batch(x[batch], y[batch], chosen)
 
 
-def make_sgd(parameters: list[torch.nn.Parameter], config: TrainConfig) -> torch.optim.SGD:
-    """Plain SGD (optionally with momentum / weight decay) as configured."""
+def make_optimizer(parameters: list[torch.nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:
+    """The configured optimiser over ``parameters``: SGD (with momentum / weight decay) or Adam."""
+    if config.optimizer == "adam":
+        return torch.optim.Adam(parameters, lr=config.lr, weight_decay=config.weight_decay)
     return torch.optim.SGD(parameters, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
 
 
@@ -101,7 +126,7 @@ def local_sgd(
     loss_term: LossTerm | None = None,
     client: int = -1,
     round: int = -1,
-    optimizer: torch.optim.SGD | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
 ) -> float:
     r"""Train ``flat.module`` in place for ``config.epochs`` passes over ``epoch()``.
 
@@ -119,7 +144,7 @@ def local_sgd(
     """
     model = flat.module
     model.train()
-    optimizer = optimizer or make_sgd(flat.parameters, config)
+    optimizer = optimizer or make_optimizer(flat.parameters, config)
     total, steps = None, 0
     for _ in range(config.epochs):
         for xb, yb, positions in epoch():

@@ -138,7 +138,7 @@ def block_graph(num_blocks: int = 4, block_size: int = 30, neighbours: int = 5, 
 
 
 def make_graph_federation(task: str = "link_prediction", num_clients: int = 4, seed: int = 0, epochs: int = 2,
-                          lr: float = 0.05):
+                          lr: float = 0.05, **task_options):
     """A :class:`~gflkit.federation.GraphFederation` of VGAEs over the Louvain clients of :func:`block_graph`."""
     import torch
 
@@ -152,4 +152,5 @@ def make_graph_federation(task: str = "link_prediction", num_clients: int = 4, s
     clients = make_subgraph_clients(graph, num_clients, "louvain", seed=0, links=task == "link_prediction")
     torch.manual_seed(seed)
     model = build_model("vgae", (graph.num_features,), graph.num_classes if task == "node_classification" else 0)
-    return GraphFederation(clients, model, build_task(task), TrainConfig(epochs=epochs, lr=lr, momentum=0.9), seed=seed)
+    return GraphFederation(clients, model, build_task(task, **task_options), TrainConfig(epochs=epochs, lr=lr, momentum=0.9),
+                           seed=seed)

@@ -84,6 +84,12 @@ def test_federation_matches_the_config():
     ({"test_ratio": 1.5}, "test_ratio must lie in"),
     ({"method": "fedprox", "method_options": {"mu": -1}}, "mu must be >= 0"),
     ({"lr": 0.0}, "lr must be > 0"),
+    ({"optimizer": "rmsprop"}, "unknown optimizer 'rmsprop'"),
+    ({"optimizer_state": "kept"}, "unknown optimizer_state 'kept'"),
+    ({"task_options": {"reconstruction": "dense"}}, "reconstruction"),  # a classification task has no such option
+    ({"dataset": "cora", "partition": "louvain", "partition_options": {}, "task": "link_prediction", "model": "vgae",
+      "task_options": {"reconstruction": "full"}},
+     "unknown reconstruction 'full'"),
 ])
 def test_bad_configs_are_rejected(change, message):
     with pytest.raises(ValueError, match=message):

@@ -6,13 +6,14 @@ from torch_geometric.data import Data
 
 from gflkit.algorithms import build_algorithm
 from gflkit.algorithms import fedsage
-from gflkit.algorithms.fedsage import generated_neighbours, greedy_feature_loss, hide_nodes, impair, mend, neighgen_loss
+from gflkit.algorithms.neighgen import generated_neighbours, greedy_feature_loss, hide_nodes, impair, mend, neighgen_loss
 from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.state import FlatModule
 
 from conftest import make_federation
 from graph_fixtures import make_graph_federation
 
-FAST = {"gen_rounds": 3, "gen_epochs": 2, "gen_lr": 0.01}  # a short NeighGen phase for the tiny federations
+FAST = {"local_gen_epochs": 5, "gen_rounds": 2, "gen_epochs": 1, "gen_lr": 0.01}  # a short NeighGen phase for the tiny federations
 
 
 def both_directions(pairs):
@@ -113,11 +114,18 @@ def test_federated_neighgen_learns_the_missing_counts():
     impaired = fedsage.impair_clients(fed, params)
     noise = torch.zeros(impaired[0].graph.num_nodes, params.latent_dim)
 
-    def count_loss(model):
-        with torch.no_grad():
-            return float(neighgen_loss(model.eval(), impaired[0], noise, 1.0, 0.0))
+    model = fedsage.init_neighgen(fed, params).eval()
+    flat = FlatModule(model)
 
-    assert count_loss(fedsage.train_neighgen(fed, impaired, params)) < count_loss(fedsage.init_neighgen(fed, params))
+    def count_loss(row):
+        flat.load(row)
+        with torch.no_grad():
+            return float(neighgen_loss(model, impaired[0], noise, 1.0, 0.0))
+
+    initial = flat.vector.clone()
+    trained = fedsage.train_neighgen(fed, impaired, params)
+    assert trained.shape == (fed.num_clients, flat.layout.dim)
+    assert count_loss(trained[0]) < count_loss(initial)
 
 
 def test_resume_reproduces_the_uninterrupted_run_without_training_neighgen_again(tmp_path, monkeypatch):
@@ -149,7 +157,7 @@ def test_fedsage_plus_needs_subgraph_clients_and_a_fresh_federation():
 
 @pytest.mark.parametrize("options, message", [({"hidden_portion": 1.0}, "hidden_portion"),
                                               ({"num_pred": 0}, "num_pred"), ({"gen_lr": 0.0}, "gen_lr"),
-                                              ({"b": -1.0}, "b >= 0")])
+                                              ({"b": -1.0}, "a, b, c >= 0")])
 def test_bad_fedsage_options_are_rejected(options, message):
     with pytest.raises(ValueError, match=message):
         build_algorithm("fedsage", **options)

@@ -67,6 +67,27 @@ def test_only_the_encoder_leaves_the_client_and_its_readout_is_untouched_by_aggr
     assert torch.isfinite(fed.global_model).all()
 
 
+@pytest.mark.parametrize("task", ["link_prediction", "node_classification"])
+def test_first_layer_sharing_keeps_the_mu_and_log_sigma_layers_on_the_client(task):
+    fed = make_graph_federation(task)
+    algorithm = build_algorithm("fedvgae", share="first_layer")
+    run_rounds(fed, algorithm, Schedule(1), progress=False)
+    shared = algorithm.shared
+    for entry in fed.layout.entries:
+        assert bool(shared[entry.slice].all()) == entry.name.startswith("vgae.encoder.conv1."), entry.name
+        assert bool(shared[entry.slice].any()) == entry.name.startswith("vgae.encoder.conv1."), entry.name
+    uploads = torch.stack([algorithm.client_update(fed, k, 2).vector for k in range(fed.num_clients)])
+    assert bool((uploads[:, ~shared] == 0).all()), "μ / log σ (and readout) weights never leave a client"
+    before = fed.models.clone()
+    poisoned = uploads.clone()
+    poisoned[:, ~shared] = float("nan")
+    algorithm.aggregate(fed, torch.arange(fed.num_clients), poisoned, 2)
+    assert torch.equal(fed.models, before) and torch.isfinite(fed.global_model[shared]).all()
+    encoder = build_algorithm("fedvgae")
+    encoder.setup(fed)
+    assert int(shared.sum()) < int(encoder.shared.sum()), "the first layer is a strict part of the encoder"
+
+
 def test_share_all_federates_every_entry():
     fed = make_graph_federation("node_classification")
     algorithm = build_algorithm("fedvgae", share="all")
@@ -97,3 +118,8 @@ def test_sample_clients_need_an_explicit_validation_split():
 def test_bad_fedvgae_options_are_rejected(options, message):
     with pytest.raises(ValueError, match=message):
         build_algorithm("fedvgae", **options)
+
+
+def test_first_layer_sharing_needs_a_model_with_a_common_first_layer():
+    with pytest.raises(ValueError, match="common first layer"):
+        build_algorithm("fedvgae", share="first_layer", validation="train").setup(make_federation())

@@ -6,6 +6,10 @@ import torch
 from gflkit.algorithms import build_algorithm
 from gflkit.algorithms.gcfl import dtw_distance, dtw_distance_matrix, min_cut_bipartition
 from gflkit.engine import Schedule, run_rounds
+from gflkit.federation import Federation
+from gflkit.models import build_model
+from gflkit.tasks import ClassificationTask
+from gflkit.training import TrainConfig
 
 from conftest import make_federation, run_full_and_resumed
 from graph_fixtures import make_graph_federation
@@ -169,3 +173,32 @@ def test_partial_participation_splits_whole_clusters_once_every_sequence_is_full
     run_rounds(fed, algorithm, Schedule(6, clients_per_round=4), progress=False)
     sizes = torch.bincount(algorithm.assignments, minlength=len(algorithm.cluster_models))
     assert len(algorithm.cluster_models) >= 2 and sizes.min() >= 1 and sizes.sum() == 6
+
+
+def two_group_federation():
+    """Four clients on the same inputs; clients 0 and 1 learn y = [x > 0], clients 2 and 3 the opposite."""
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(4 * 40, 2, 4, 4, generator=gen)
+    sign = (x[:, 0, 0, 0] > 0).long()
+    owner = torch.arange(len(x)) // 40
+    y = torch.where(owner < 2, sign, 1 - sign)
+    train = [torch.arange(k * 40, k * 40 + 30) for k in range(4)]
+    test = [torch.arange(k * 40 + 30, (k + 1) * 40) for k in range(4)]
+    torch.manual_seed(0)
+    return Federation(x, y, train, test, build_model("mclr", (2, 4, 4), 2), ClassificationTask(),
+                      TrainConfig(batch_size=10, lr=0.1), seed=0)
+
+
+@pytest.mark.parametrize("eps_1, eps_2, splits", [(0.02, 0.04, False), (0.1, 0.15, True)])
+def test_gcfl_splits_a_two_group_federation_only_with_thresholds_above_its_update_scale(eps_1, eps_2, splits):
+    fed = two_group_federation()
+    algorithm = build_algorithm("gcfl", eps_1=eps_1, eps_2=eps_2, min_rounds=3, seq_length=3)
+    run_rounds(fed, algorithm, Schedule(10), progress=False)
+    artifacts = algorithm.artifacts()
+    per_round, norms = artifacts["clusters_per_round"].tolist(), artifacts["update_norms"]
+    assert len(per_round) == 10 and per_round[:3] == [1, 1, 1], "no split before min_rounds"
+    assert norms.shape == (10, 2) and bool((norms[:, 0] <= norms[:, 1]).all())
+    assert (per_round[-1] > 1) == splits, per_round
+    if not splits:  # the recorded criterion says why: every cluster's mean update stayed above eps_1
+        assert float(norms[3:, 0].min()) >= eps_1
+        assert torch.equal(artifacts["assignments"], torch.zeros(4, dtype=torch.long))

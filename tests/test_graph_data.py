@@ -70,6 +70,20 @@ def test_planetoid_fixture(tmp_path, name):
     assert (tmp_path / "root" / "planetoid" / spec.folder.split("/")[1] / "raw" / f"ind.{name}.graph").is_file()
 
 
+def test_normalize_features_divides_each_row_by_its_sum(tmp_path):
+    spec, truth = write_planetoid(tmp_path / "root", "cora")
+    with registered(spec):
+        raw = load_graph("cora", tmp_path / "root")
+        normalised = load_graph("cora", tmp_path / "root", normalize_features=True)
+        with pytest.raises(ValueError, match="normalize_features must be True or False"):
+            load_graph("cora", tmp_path / "root", normalize_features="yes")
+    x = torch.from_numpy(truth["x"])
+    sums = x.sum(1, keepdim=True)
+    expected = torch.where(sums > 0, x / sums.clamp(min=1), x)
+    assert torch.allclose(normalised.x, expected) and torch.equal(raw.x, x), "the raw graph is left as it was"
+    assert torch.equal(normalised.edge_index, raw.edge_index) and torch.equal(normalised.y, raw.y)
+
+
 def test_cora_full_fixture_binarises_attributes(tmp_path):
     spec, truth = write_cora_full(tmp_path / "root")
     with registered(spec):

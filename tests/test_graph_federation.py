@@ -11,11 +11,14 @@ from gflkit.experiment import RunConfig, build_federation, graph_clients, run
 from gflkit.federation import GraphFederation
 from gflkit.metrics import final_summary
 
+from gflkit.training import TrainConfig
+
+from conftest import run_full_and_resumed
 from graph_fixtures import make_graph_federation, write_planetoid
 
 
 def test_a_local_epoch_is_one_full_batch_step_on_the_clients_graph():
-    fed = make_graph_federation("link_prediction", epochs=5)
+    fed = make_graph_federation("link_prediction", epochs=5, reconstruction="sampled")
     steps = []
     fed.train(2, 1, fed.initial, loss_term=lambda step: steps.append(step) or None)
     assert len(steps) == 5, "local iterations = optimiser steps"
@@ -24,14 +27,49 @@ def test_a_local_epoch_is_one_full_batch_step_on_the_clients_graph():
     positives = train_targets.size(1)
     assert all(step.y.size(1) == 2 * positives for step in steps), "fresh negatives, as many as positives"
     assert not torch.equal(steps[0].y, steps[1].y)
+    dense = make_graph_federation("link_prediction", epochs=2)
+    steps.clear()
+    dense.train(2, 1, dense.initial, loss_term=lambda step: steps.append(step) or None)
+    num_nodes = dense.client_data(2, "train")[0].num_nodes
+    assert all(step.y.size(1) == 2 * positives + num_nodes for step in steps), "A_train + I, every step the same"
 
 
-def test_graph_training_is_deterministic_and_leaves_the_state_alone():
+@pytest.mark.parametrize("readout_from", ["mu", "sample"])
+def test_graph_training_is_deterministic_and_leaves_the_state_alone(readout_from):
     fed = make_graph_federation("node_classification")
+    fed.flat.module.readout_from = readout_from
     before = fed.models.clone()
     a, b = (fed.train(1, round=3, start=fed.initial) for _ in range(2))
     assert torch.equal(a.vector, b.vector) and torch.equal(fed.models, before)
-    assert not torch.equal(a.vector, fed.train(1, round=4, start=fed.initial).vector)
+    other_round = fed.train(1, round=4, start=fed.initial).vector
+    # the μ readout is deterministic: training is the same in every round; a readout of z depends on its noise
+    assert torch.equal(a.vector, other_round) == (readout_from == "mu")
+
+
+def adam_federation(state):
+    fed = make_graph_federation("node_classification")
+    fed.train_config = TrainConfig(epochs=2, lr=0.01, optimizer="adam", optimizer_state=state)
+    return fed
+
+
+@pytest.mark.parametrize("state", ["fresh", "persistent"])
+def test_adam_state_is_kept_per_client_only_when_persistent(state):
+    fed = adam_federation(state)
+    first, second = (fed.train(1, round, fed.initial).vector for round in (1, 2))  # same start, deterministic loss
+    if state == "fresh":
+        assert torch.equal(first, second) and fed.optimizer_states == {}
+    else:
+        assert not torch.equal(first, second), "the second training continues Adam's moments"
+        assert set(fed.optimizer_states) == {(1, 0)}
+        assert [int(s["step"]) for s in fed.optimizer_states[(1, 0)]] == [4] * len(fed.flat.parameters)
+        fed.train(0, 2, fed.initial)
+        assert int(fed.optimizer_states[(0, 0)][0]["step"]) == 2, "each client has its own state"
+
+
+def test_persistent_adam_state_survives_a_checkpoint(tmp_path):
+    runs = run_full_and_resumed(lambda: adam_federation("persistent"), lambda: build_algorithm("fedavg"),
+                                tmp_path / "checkpoint.pt")
+    pd.testing.assert_frame_equal(runs.full, runs.resumed)
 
 
 def test_clients_are_weighted_by_nodes_and_evaluated_on_their_test_targets():

@@ -53,7 +53,7 @@ def test_link_targets_label_held_out_edges_and_non_edges(clients):
 
 
 def test_training_targets_add_as_many_fresh_non_edges_per_step(clients):
-    task, client = LinkPredictionTask(), clients[2]
+    task, client = LinkPredictionTask(reconstruction="sampled"), clients[2]
     train, n = task.targets(client, "train"), client.data.num_nodes
     drawn = task.training_targets(train, n, torch.Generator().manual_seed(1))
     again = task.training_targets(train, n, torch.Generator().manual_seed(1))
@@ -66,7 +66,7 @@ def test_training_targets_add_as_many_fresh_non_edges_per_step(clients):
 
 
 def test_link_loss_and_metrics_match_hand_computation():
-    task = LinkPredictionTask()
+    task = LinkPredictionTask(reconstruction="sampled")
     z = torch.tensor([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0]])
     targets = torch.tensor([[0, 0], [1, 2], [1, 0]])  # (0, 1) an edge (score 2), (0, 2) a non-edge (score 0)
     expected = -math.log(torch.sigmoid(torch.tensor(2.0))) - math.log(1 - 0.5)
@@ -76,6 +76,35 @@ def test_link_loss_and_metrics_match_hand_computation():
     assert metrics["loss"] == pytest.approx(expected / 2, rel=1e-6)
     positives_only = targets[:, :1]
     assert task.loss(z, positives_only).item() == pytest.approx(-math.log(torch.sigmoid(torch.tensor(2.0))), rel=1e-6)
+
+
+def test_dense_loss_is_kipfs_weighted_bce_over_the_whole_adjacency_matrix():
+    task = LinkPredictionTask()
+    n, z = 5, torch.randn(7, 3, generator=torch.Generator().manual_seed(0))  # 2 extra (generated) nodes ignored
+    train = torch.tensor([[0, 1, 3], [1, 2, 4], [1, 1, 1]])
+    pairs = task.training_targets(train, n, torch.Generator())
+    assert pairs.size(1) == 2 * 3 + n and bool((pairs[2] == 1).all())
+    labels = torch.eye(n)
+    labels[train[0], train[1]] = labels[train[1], train[0]] = 1.0
+    edges = 6  # directed training edges, self-pairs excluded (Kipf's adj.sum())
+    pos_weight, norm = (n * n - edges) / edges, n * n / (2 * (n * n - edges))
+    p = torch.sigmoid(z[:n] @ z[:n].t())
+    direct = -(pos_weight * labels * p.log() + (1 - labels) * (1 - p).log()).mean() * norm
+    assert task.loss(z, pairs).item() == pytest.approx(direct.item(), rel=1e-5)
+    assert task.loss(z, pairs[:, :0]).item() == 0.0
+
+
+def test_dense_and_sampled_losses_differ_and_bad_reconstruction_is_rejected(clients):
+    client = clients[2]
+    train, n = LinkPredictionTask().targets(client, "train"), client.data.num_nodes
+    z = torch.randn(n, 4, generator=torch.Generator().manual_seed(1))
+    losses = [task.loss(z, task.training_targets(train, n, torch.Generator().manual_seed(0)))
+              for task in (LinkPredictionTask("link_prediction", "dense"), LinkPredictionTask(reconstruction="sampled"))]
+    assert losses[0].item() != pytest.approx(losses[1].item())
+    with pytest.raises(ValueError, match="unknown reconstruction 'full'.*dense"):
+        LinkPredictionTask(reconstruction="full")
+    with pytest.raises(ValueError, match="reconstruction"):
+        build_task("link_prediction", reconstruction="full")
 
 
 def test_graph_tasks_are_registered():

@@ -74,12 +74,32 @@ def test_fedvgae_profiles_are_valid_and_follow_the_papers_setting(name):
     if name == "paper":
         assert (config.rounds, config.local_epochs, len(profile.seeds)) == (100, 5, 5)
         assert set(profile.sweep["link_datasets"]) == {"cora_full", "cora", "pubmed", "citeseer", "polblogs"}
+    # the tables' protocol (module docstring of gflkit.papers.fedvgae)
+    for method in METHODS:
+        run = profile.config(method=method)
+        assert (run.evaluate, run.optimizer, run.optimizer_state, run.lr) == ("local", "adam", "persistent", 0.01)
+    decays = {m: profile.config(method=m).weight_decay for m in METHODS}
+    assert decays == {**dict.fromkeys(METHODS, 0.0), "fedpub": 1e-6, "gcfl": 5e-4, "fedsage": 1e-4}
+    gcfl = profile.config(method="gcfl").method_options
+    assert (gcfl["eps_1"], gcfl["eps_2"]) == (0.4, 0.8), "calibrated so that GCFL+ splits (module docstring)"
+
+
+def test_fedvgae_inputs_are_raw_for_links_and_row_normalised_for_nodes():
+    from gflkit.papers.fedvgae import PROFILES as FEDVGAE_PROFILES, configs
+
+    profile = resolve_profile(FEDVGAE_PROFILES, "ci")
+    links, nodes = (configs(profile, "cora", task) for task in ("link_prediction", "node_classification"))
+    assert {c.data_options["normalize_features"] for c in links} == {False}
+    assert {c.data_options["normalize_features"] for c in nodes} == {True}
+    assert [c.method for c in links] == list(profile.sweep["methods"])
+    raw = resolve_profile(FEDVGAE_PROFILES, "ci", overrides={"data_options": {"normalize_features": False}})
+    assert not configs(raw, "cora", "node_classification")[0].data_options["normalize_features"], "an override wins"
 
 
 def test_per_method_protocol_applies_unless_the_caller_names_one():
     from gflkit.profiles import Profile
 
-    profile = Profile("p", base=dict(dataset="digits", num_clients=5), evaluate={"ifca": "local"})
+    profile = Profile("p", base=dict(dataset="digits", num_clients=5), method_config={"ifca": {"evaluate": "local"}})
     assert profile.config(method="ifca").evaluate == "local"
     assert profile.config(method="fedavg").evaluate == "server", "unlisted methods keep the base's protocol"
     assert profile.config(method="ifca", evaluate="server").evaluate == "server"
@@ -87,7 +107,7 @@ def test_per_method_protocol_applies_unless_the_caller_names_one():
     switched = resolve_profile({"p": profile}, "p", overrides={"evaluate": "server"})
     assert switched.protocol("ifca") == switched.protocol("fedavg") == "server", "one parameter switches all"
     with pytest.raises(ValueError, match="unknown evaluation protocol evaluate='final'"):
-        Profile("q", base=dict(dataset="digits", num_clients=5), evaluate={"ifca": "final"}).config(method="ifca")
+        Profile("q", base=dict(dataset="digits", num_clients=5), method_config={"ifca": {"evaluate": "final"}}).config(method="ifca")
 
 
 @pytest.mark.parametrize("name", ["smoke", "ci", "paper1", "paper"])

@@ -1,7 +1,7 @@
 import torch
 
 from gflkit.seeding import derive_seed, generator
-from gflkit.training import TrainConfig, local_sgd, minibatches
+from gflkit.training import TrainConfig, local_sgd, make_optimizer, minibatches
 
 from conftest import make_federation
 
@@ -46,3 +46,11 @@ def test_derived_seeds_depend_only_on_their_keys():
     assert derive_seed(3, 1, 2) == derive_seed(3, 1, 2)
     assert derive_seed(3, 1, 2) != derive_seed(3, 2, 1)
     assert torch.equal(torch.randperm(10, generator=generator(0, 5)), torch.randperm(10, generator=generator(0, 5)))
+
+
+def test_make_optimizer_builds_the_configured_optimiser():
+    parameters = [torch.nn.Parameter(torch.zeros(3))]
+    sgd = make_optimizer(parameters, TrainConfig(lr=0.1, momentum=0.9, weight_decay=1e-3))
+    adam = make_optimizer(parameters, TrainConfig(lr=0.01, weight_decay=1e-6, optimizer="adam"))
+    assert isinstance(sgd, torch.optim.SGD) and sgd.defaults["momentum"] == 0.9
+    assert isinstance(adam, torch.optim.Adam) and (adam.defaults["lr"], adam.defaults["weight_decay"]) == (0.01, 1e-6)

@@ -65,3 +65,32 @@ def test_bad_shapes_are_rejected():
         build_model("vgae", (1, 28, 28), 10)
     with pytest.raises(ValueError, match="hidden, out >= 1"):
         build_model("vgae", (6,), 3, out=0)
+
+
+def test_the_readout_reads_mu_even_in_training_unless_asked_for_the_sample():
+    graph = block_graph()
+    torch.manual_seed(0)
+    model = build_model("vgae", (graph.num_features,), 3)
+    model.train()
+    mu, _ = model.vgae.encoder(graph.x, graph.edge_index)
+    assert torch.equal(model.features(graph), mu) and torch.equal(model(graph), model(graph)), "deterministic"
+    sampled = build_model("vgae", (graph.num_features,), 3, readout_from="sample")
+    sampled.load_state_dict(model.state_dict())
+    sampled.train()
+    assert not torch.equal(sampled.features(graph), mu)
+    with pytest.raises(ValueError, match="readout_from must be one of"):
+        build_model("vgae", (graph.num_features,), 3, readout_from="z")
+
+
+def test_eq7_kl_weight_drops_kipfs_one_over_n():
+    graph = block_graph()
+    torch.manual_seed(0)
+    per_node = build_model("vgae", (graph.num_features,), 0)
+    eq7 = build_model("vgae", (graph.num_features,), 0, kl_weight="eq7")
+    eq7.load_state_dict(per_node.state_dict())
+    for model in (per_node, eq7):
+        model.eval()
+        model.features(graph)
+    assert torch.allclose(eq7.auxiliary_loss(), per_node.auxiliary_loss() * graph.num_nodes)
+    with pytest.raises(ValueError, match="kl_weight must be one of"):
+        build_model("vgae", (graph.num_features,), 0, kl_weight="half")

@@ -112,6 +112,11 @@ class CFL(Algorithm):
     and a client is evaluated with its cluster's model. Norms and similarities are taken over the
     trainable parameters (the notebook's ``named_parameters``); the mean update moves the whole vector.
 
+    Every round is recorded (:meth:`artifacts`): ``clusters_per_round``, the number of clusters after
+    the round's split, and ``update_norms``, the two sides of the split criterion in that round (the
+    smallest norm of a cluster's mean update over the clusters, the largest client update norm), so a
+    table can show whether and when the method clustered, and where its thresholds sit.
+
     Choices and deviations: the mean is unweighted and there is no extra check of the cross-cluster
     similarity, as in the authors' notebook (the paper weights by data size and also asks the split to
     separate the clusters by a margin :math:`\gamma_{max}`); the notebook's clients use their own SGD
@@ -133,6 +138,8 @@ class CFL(Algorithm):
         fed.global_model = None
         self.cluster_models = fed.initial.clone()[None, :]
         self.assignments = torch.zeros(fed.num_clients, dtype=torch.long, device=fed.device)
+        self.clusters_per_round: list[int] = []
+        self.update_norms: list[tuple[float, float]] = []
 
     def configure(self, fed: Federation, client: int) -> Tensor:
         return self.cluster_models[self.assignments[client]]
@@ -160,22 +167,35 @@ class CFL(Algorithm):
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         fed.models[clients] = updates
         deltas = updates - self.cluster_models[self.assignments[clients]]
+        trainable = deltas[:, fed.layout.parameter_mask(fed.device)]
+        self.record_norms(clients, trainable)
         if round > self.params.min_rounds:
-            self.split_clusters(clients, deltas[:, fed.layout.parameter_mask(fed.device)])
+            self.split_clusters(clients, trainable)
+        self.clusters_per_round.append(len(self.cluster_models))
         chosen = self.assignments[clients]
         for cluster in chosen.unique().tolist():
             members = chosen == cluster
             self.cluster_models[cluster] += self.mean_update(deltas[members], fed.num_train[clients[members]])
 
+    def record_norms(self, clients: Tensor, deltas: Tensor) -> None:
+        """Append this round's criterion values: min over clusters of the mean-update norm, max update norm."""
+        chosen = self.assignments[clients]
+        means = [update_norms(deltas[chosen == cluster])[0] for cluster in chosen.unique().tolist()]
+        self.update_norms.append((min(means), float(deltas.norm(dim=1).max())))
+
     def evaluation_models(self, fed: Federation) -> Tensor:
         return self.cluster_models[self.assignments]
 
     def state_dict(self) -> dict[str, Any]:
-        return {"cluster_models": self.cluster_models, "assignments": self.assignments}
+        return {"cluster_models": self.cluster_models, "assignments": self.assignments,
+                "clusters_per_round": self.clusters_per_round, "update_norms": self.update_norms}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.cluster_models = state["cluster_models"]
         self.assignments = state["assignments"]
+        self.clusters_per_round = state["clusters_per_round"]
+        self.update_norms = state["update_norms"]
 
     def artifacts(self) -> dict[str, Tensor]:
-        return {"assignments": self.assignments}
+        return {"assignments": self.assignments, "clusters_per_round": torch.tensor(self.clusters_per_round),
+                "update_norms": torch.tensor(self.update_norms, dtype=torch.float64).reshape(-1, 2)}

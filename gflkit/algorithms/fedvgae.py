@@ -27,7 +27,10 @@ decoder / readout; kept on the client between rounds):
 Every client is evaluated with its own model :math:`\Theta_i`. Which entries are the encoder is the
 model's :meth:`~gflkit.models.base.FeatureModel.encoder_mask` (the VGAE: the shared GCN layer and the
 μ / log σ layers; the inner-product decoder has no parameters, so for link prediction the local part
-is empty and only node classification keeps a local readout). ``share="all"`` shares every entry
+is empty and only node classification keeps a local readout, so for link prediction sharing the
+encoder is sharing everything). The paper's other reading, ``share="first_layer"``, shares only the
+common first GCN layer and keeps the μ / log σ layers local
+(:meth:`~gflkit.models.vgae.VGAE.first_layer_mask`). ``share="all"`` shares every entry
 (Table 5's ablation), ``lam=0`` drops the contrastive term and ``finetune=False`` the fine-tuning
 (Table 6's "w/o con", "w/o ft").
 
@@ -51,7 +54,7 @@ from gflkit.algorithms.base import weighted_mean
 from gflkit.algorithms.moon import MOON, check_contrastive
 from gflkit.federation import Federation, LocalResult
 
-SHARES = ("encoder", "all")
+SHARES = ("encoder", "first_layer", "all")
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,8 @@ class FedVGAEParams:
         drop: fall of the validation score (in points of the task's score, e.g. AUC or accuracy in %)
             that triggers the fine-tuned aggregation (1, "such as 1 percentage point").
         finetune: whether the fine-tuned aggregation runs at all (False: Table 6's "w/o ft").
-        share: ``"encoder"`` (the method) or ``"all"`` (Table 5's ablation).
+        share: ``"encoder"`` (the method), ``"first_layer"`` (only the common first GCN layer) or ``"all"``
+            (Table 5's ablation).
         validation: the client split the trigger measures (``"val"``; ``"train"`` for federations
             without a validation split, e.g. sample clients).
     """
@@ -88,6 +92,19 @@ class FedVGAEParams:
             raise ValueError(f"fedvgae drop must be >= 0 points, got {self.drop}")
         if self.share not in SHARES:
             raise ValueError(f"fedvgae share must be one of {SHARES}, got {self.share!r}")
+
+
+def shared_mask(fed: Federation, share: str) -> Tensor:
+    """The entries of the flat model that FedVGAE uploads and averages under ``share`` (:data:`SHARES`)."""
+    model = fed.flat.module
+    if share == "all":
+        return torch.ones(fed.dim, dtype=torch.bool, device=fed.device)
+    if share == "encoder":
+        return model.encoder_mask(fed.layout, fed.device)
+    if not hasattr(model, "first_layer_mask"):
+        raise ValueError(f"fedvgae share='first_layer' needs a model with a common first layer (the VGAE), "
+                         f"got {type(model).__name__}; use share='encoder' or 'all'")
+    return model.first_layer_mask(fed.layout, fed.device)
 
 
 def mix(local: Tensor, global_model: Tensor, shared: Tensor, phi: float) -> Tensor:
@@ -119,10 +136,7 @@ class FedVGAE(MOON):
             raise ValueError(f"fedvgae's fine-tuning validates on the split {self.params.validation!r}: {error}; "
                              f"choose the option validation accordingly") from error
         self.score = score
-        if self.params.share == "all":
-            self.shared = torch.ones(fed.dim, dtype=torch.bool, device=fed.device)
-        else:
-            self.shared = fed.flat.module.encoder_mask(fed.layout, fed.device)
+        self.shared = shared_mask(fed, self.params.share)
         self.finetuned = torch.zeros(fed.num_clients, dtype=torch.long, device=fed.device)
 
     def state_dict(self) -> dict[str, Any]:

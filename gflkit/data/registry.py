@@ -707,7 +707,8 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Tru
     return spec.loader(spec, data_root(root), download=download, **options)
 
 
-def load_graph(name: str, root: str | Path | None = None, download: bool = True, **options: Any) -> Data:
+def load_graph(name: str, root: str | Path | None = None, download: bool = True, normalize_features: bool = False,
+               **options: Any) -> Data:
     """Load a registered graph dataset as one :class:`torch_geometric.data.Data`.
 
     The graph has ``x`` (``float32`` node features), ``edge_index`` (undirected: both directions of every
@@ -720,16 +721,26 @@ def load_graph(name: str, root: str | Path | None = None, download: bool = True,
             :func:`dataset_names` and :mod:`gflkit.data.loaders`).
         root: data root holding the raw files; default ``$GFLKIT_DATA``, else ``./data``.
         download: download missing files when they have a URL and the network is reachable.
+        normalize_features: divide every node's features by their sum (rows summing to 0 are left as
+            they are), :class:`torch_geometric.transforms.NormalizeFeatures` as in PyG's Planetoid
+            examples and FED-PUB's data pipeline; off by default (the raw features).
         **options: loader options (e.g. ``largest_component=False`` for ``polblogs``).
 
     Raises:
         UnknownDatasetError: ``name`` is not registered.
-        ValueError: ``name`` is a sample dataset (use :func:`load_dataset`).
+        ValueError: ``name`` is a sample dataset (use :func:`load_dataset`), or ``normalize_features``
+            is not a bool.
         DatasetNotFoundError, ChecksumError, TypeError: as for :func:`load_dataset`.
     """
     spec = _spec_of_kind(name, "graph")
     assert spec.loader is not None
-    return spec.loader(spec, data_root(root), download=download, **options)
+    if not isinstance(normalize_features, bool):
+        raise ValueError(f"normalize_features must be True or False, got {normalize_features!r}")
+    graph = spec.loader(spec, data_root(root), download=download, **options)
+    if not normalize_features:
+        return graph
+    from torch_geometric.transforms import NormalizeFeatures
+    return NormalizeFeatures()(graph.clone())
 
 
 def _spec_of_kind(name: str, kind: str) -> DatasetSpec:

@@ -21,8 +21,9 @@ from gflkit.experiment import RunConfig
 from gflkit.profiles import Profile
 
 METHODS = ("local", "fedavg", "fedprox", "ditto", "ifca", "fedu", "sfl", "fedska")
-PROTOCOL = {"fedavg": "server", "fedprox": "server", "fedu": "server", "local": "local", "ditto": "local",
-            "ifca": "local", "sfl": "local", "fedska": "local"}
+PROTOCOL = {method: {"evaluate": protocol} for method, protocol in {
+    "fedavg": "server", "fedprox": "server", "fedu": "server", "local": "local", "ditto": "local",
+    "ifca": "local", "sfl": "local", "fedska": "local"}.items()}
 MNIST_BASE = dict(dataset="mnist", num_clients=100, model="mclr", partition="shards", batch_size=32, lr=0.01)
 
 # The other rows of Table 1 and Table 2: each dataset's setting from the paper and NOTES.md. A notebook
@@ -58,7 +59,7 @@ PROFILES = {
         sweep={"methods": METHODS, "shards": (2, 10), "ks": (2, 5, 10), "k_shards": (5,), "ablation_shards": (5,),
                "overlap_methods": ("local", "fedavg", "fedska"), "overlap_shards": (2,), "extra_datasets": ()},
         method_options={"fedska": {"k": 5}, "fedu": {"lam": 0.1}},
-        evaluate=PROTOCOL,
+        method_config=PROTOCOL,
     ),
     # Real MNIST, the paper's 100 clients, 10 rounds, one seed (about 10 minutes on 2 CPU cores).
     "ci": Profile(
@@ -68,7 +69,7 @@ PROFILES = {
         sweep={"methods": METHODS, "shards": (2, 5, 10), "ks": (5, 30, 80), "k_shards": (5,), "ablation_shards": (5,),
                "overlap_methods": ("local", "fedavg", "fedska"), "overlap_shards": (2,), "extra_datasets": ()},
         method_options={"fedu": {"lam": 0.1}},
-        evaluate=PROTOCOL,
+        method_config=PROTOCOL,
     ),
     # The paper's budget (T = 200) on the CPU with one seed and reduced sweeps: Table 1's MNIST block,
     # Table 3, k ∈ {30, 70} (the default and the paper's best) and the overlap section. A few hours on
@@ -80,7 +81,7 @@ PROFILES = {
         sweep={"methods": METHODS, "shards": (2, 5, 10), "ks": (30, 70), "k_shards": (5,), "ablation_shards": (5,),
                "overlap_methods": ("local", "fedavg", "fedska"), "overlap_shards": (2,), "extra_datasets": ()},
         method_options={"fedu": {"lam": 0.1}},
-        evaluate=PROTOCOL,
+        method_config=PROTOCOL,
     ),
     # The paper's settings; CIFAR-10 and METR-LA sections run when their data are present.
     "paper": Profile(
@@ -91,7 +92,7 @@ PROFILES = {
                "ablation_shards": (5,), "overlap_methods": METHODS, "overlap_shards": (2, 5, 10),
                "extra_datasets": ("cifar10", "shakespeare", "metr_la")},
         method_options={"fedu": {"lam": 0.1}},
-        evaluate=PROTOCOL,
+        method_config=PROTOCOL,
     ),
 }
 

@@ -21,7 +21,7 @@ PROFILES = {
                   batch_size=16, lr=0.05, eval_every=1),
         seeds=(0,),
         sweep={"methods": METHODS, "shards": SHARDS},
-        evaluate=PROTOCOL,
+        method_config=PROTOCOL,
     ),
     # Real MNIST with the paper's 100 clients, fewer rounds and one seed: minutes on 2 CPU cores.
     "ci": Profile(
@@ -30,7 +30,7 @@ PROFILES = {
                   batch_size=32, lr=0.01, eval_every=1),
         seeds=(0,),
         sweep={"methods": METHODS, "shards": SHARDS},
-        evaluate=PROTOCOL,
+        method_config=PROTOCOL,
     ),
     # FedSKA's MNIST setting: T=200, E=1, batch 32, lr 0.01, 80/20 per-client split; 3 seeds.
     "paper": Profile(
@@ -39,6 +39,6 @@ PROFILES = {
                   batch_size=32, lr=0.01, eval_every=5),
         seeds=(0, 1, 2),
         sweep={"methods": METHODS, "shards": SHARDS},
-        evaluate=PROTOCOL,
+        method_config=PROTOCOL,
     ),
 }

@@ -110,40 +110,38 @@ def configs(params: Profile, dataset: str, task: str,
             for method, options in settings.values() for seed in params.seeds]
 
 
-def _tables(datasets_entry: str, task: str):
-    def grid(params: Profile, present: Sequence[str]) -> list[RunConfig]:
-        chosen = [name for name in params.sweep[datasets_entry] if name in present]
-        runs = [c for name in chosen for c in configs(params, name, task)]
-        return sorted(runs, key=lambda c: c.seed)  # seed-major: a first seed of every cell comes first
-    return grid
+def lambda_options(params: Profile) -> dict[str, dict[str, float]]:
+    """Table 7's FedVGAE option sets, named as the notebook names them (``lambda_0.8``)."""
+    return {f"lambda_{float(lam)}": {"lam": float(lam)} for lam in params.sweep["lambdas"]}
 
 
-def sensitivity_settings(params: Profile) -> dict[str, tuple[str, dict[str, float]]]:
-    """Tables 7 and 8's FedVGAE option sets, named as the notebook names them (``lambda_0.8``, ``phi_0.5``)."""
-    sweep = params.sweep
-    return {**{f"lambda_{float(lam)}": ("fedvgae", {"lam": float(lam)}) for lam in sweep["lambdas"]},
-            **{f"phi_{phi}": ("fedvgae", {"phi": float(phi)}) for phi in sweep["phis"]}}
+def phi_options(params: Profile) -> dict[str, dict[str, float]]:
+    """Table 8's FedVGAE option sets (``phi_0.5``)."""
+    return {f"phi_{phi}": {"phi": float(phi)} for phi in params.sweep["phis"]}
 
 
-def _ablations(tasks: tuple[str, ...], settings):
-    def grid(params: Profile, present: Sequence[str]) -> list[RunConfig]:
-        dataset = params.sweep["ablation_dataset"][0]
-        if dataset not in present:
-            return []
-        named = settings(params)
-        return [c for task in tasks for c in configs(params, dataset, task, named)]
-    return grid
+def _main_table(params: Profile, present: Sequence[str], datasets: str, task: str) -> list[RunConfig]:
+    runs = [c for name in params.sweep[datasets] if name in present for c in configs(params, name, task)]
+    return sorted(runs, key=lambda c: c.seed)  # seed-major: a first seed of every cell comes first
 
 
-def _fedvgae_options(options: Mapping[str, Mapping[str, Any]]):
-    return lambda params: {name: ("fedvgae", dict(values)) for name, values in options.items()}
+def _ablation(params: Profile, present: Sequence[str], tasks: Sequence[str],
+              options: Mapping[str, Mapping[str, Any]]) -> list[RunConfig]:
+    dataset = params.sweep["ablation_dataset"][0]
+    if dataset not in present:
+        return []
+    settings = {name: ("fedvgae", values) for name, values in options.items()}
+    return [c for task in tasks for c in configs(params, dataset, task, settings)]
 
 
-SECTIONS = {"table3": _tables("link_datasets", "link_prediction"),
-            "table4": _tables("node_datasets", "node_classification"),
-            "table5": _ablations(("link_prediction", "node_classification"), _fedvgae_options(SHARE)),
-            "table6": _ablations(("link_prediction",), _fedvgae_options(COMPONENTS)),
-            "tables7_8": _ablations(("link_prediction",), sensitivity_settings)}
+SECTIONS = {
+    "table3": lambda params, present: _main_table(params, present, "link_datasets", "link_prediction"),
+    "table4": lambda params, present: _main_table(params, present, "node_datasets", "node_classification"),
+    "table5": lambda params, present: _ablation(params, present, ("link_prediction", "node_classification"), SHARE),
+    "table6": lambda params, present: _ablation(params, present, ("link_prediction",), COMPONENTS),
+    "tables7_8": lambda params, present: _ablation(params, present, ("link_prediction",),
+                                                   {**lambda_options(params), **phi_options(params)}),
+}
 
 
 def grids(params: Profile, sections: Sequence[str] | None = None,

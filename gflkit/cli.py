@@ -23,9 +23,13 @@ def _parse_parameter(text: str) -> tuple[str, object]:
 
 
 def _notebook(args: argparse.Namespace) -> int:
-    from gflkit.notebooks import execute
+    from gflkit.notebooks import NotebookError, execute
 
-    output = execute(args.name, args.profile, args.results, dict(args.parameter or []))
+    try:
+        output = execute(args.name, args.profile, args.results, dict(args.parameter or []))
+    except NotebookError as error:
+        print(f"gflkit notebook: {error}", file=sys.stderr)
+        return 2
     print(f"executed notebook written to {output}")
     return 0
 

@@ -6,7 +6,8 @@ One round ``t`` (1-based) of :func:`run_rounds`:
 2. for each ``k`` in ``S_t``: ``algorithm.client_update`` (configure → shared local SGD loop);
 3. ``algorithm.aggregate(S_t, updates)`` — linear algebra on the ``K × d`` state;
 4. every ``eval_every`` rounds (and at the last one): evaluate each client's model on its own test
-   split under both evaluation protocols and append one record per client;
+   split (and validation split, where the federation has one: ``Federation.EVALUATION_SPLITS``) under
+   both evaluation protocols and append one record per client;
 5. every ``checkpoint_every`` rounds: write the complete state atomically.
 
 **Evaluation protocols** (``Schedule.evaluate``) — which model a client is scored with:
@@ -21,7 +22,9 @@ One round ``t`` (1-based) of :func:`run_rounds`:
 
 The configured protocol's metrics are the record's plain columns (``accuracy``, ``loss``, ...); the
 other protocol's are kept beside them with its name as suffix (``accuracy_local`` or
-``accuracy_server``), so a table can show both from one run.
+``accuracy_server``), so a table can show both from one run. Validation metrics carry the split as
+prefix (``val_auc``, ``val_auc_server``): what a table reporting the best-validation round selects by
+(:func:`gflkit.metrics.final_summary`).
 
 A run resumed from its checkpoint reproduces the uninterrupted run exactly, because every random
 stream is derived from ``(seed, round, client)`` rather than from a running generator.
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +45,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from gflkit.algorithms.base import Algorithm
+from gflkit.atomic import atomic_write
 from gflkit.federation import Federation, LocalResult
 from gflkit.seeding import CLIENT_SAMPLING, derive_seed
 
@@ -94,16 +99,20 @@ def sample_clients(num_clients: int, clients_per_round: int | None, seed: int, r
 
 
 class Checkpoint:
-    """Atomic save / load of a run's complete state at the end of a round."""
+    """Atomic save / load of a run's complete state at the end of a round.
+
+    Saving keeps the previous checkpoint beside the new one (``<name>.previous.pt``); a checkpoint that
+    cannot be read (truncated, corrupted) is set aside as ``<name>.corrupt`` with a warning and the run
+    resumes from the previous one, or from the start when none is readable.
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self.previous = self.path.with_name(f"{self.path.stem}.previous{self.path.suffix}")
 
     def save(self, round: int, fed: Federation, algorithm: Algorithm, records: list[dict[str, Any]],
              local_scores: dict[int, dict[str, float]]) -> None:
         """Write the state after ``round`` (temp file + rename, so a kill never leaves half a file)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
         state = {
             "round": round,
             "models": fed.models,
@@ -113,22 +122,40 @@ class Checkpoint:
             "local_scores": local_scores,
             "optimizer_states": fed.optimizer_states,
         }
-        torch.save(state, tmp)
-        os.replace(tmp, self.path)
+        if self.path.exists():
+            os.replace(self.path, self.previous)
+        with atomic_write(self.path) as handle:
+            torch.save(state, handle)
 
     def load(self, fed: Federation, algorithm: Algorithm) -> tuple[int, list[dict[str, Any]], dict[int, dict[str, float]]]:
-        """Restore the state into ``fed`` and ``algorithm``; returns (last finished round, records,
-        the latest local-protocol scores per client)."""
-        state = torch.load(self.path, map_location=fed.device, weights_only=False)
-        fed.models = state["models"]
-        fed.global_model = state["global_model"]
-        fed.optimizer_states = state["optimizer_states"]
-        algorithm.load_state_dict(state["algorithm"])
-        return state["round"], state["records"], state["local_scores"]
+        """Restore the newest readable state into ``fed`` and ``algorithm``; returns (last finished round,
+        records, the latest local-protocol scores per client) — ``(0, [], {})`` when none is readable."""
+        for path in (self.path, self.previous):
+            if not path.exists():
+                continue
+            try:
+                state = torch.load(path, map_location=fed.device, weights_only=False)
+            except Exception as error:  # torch raises RuntimeError, EOFError, UnpicklingError, ... on bad files
+                aside = path.with_name(f"{path.name}.corrupt")
+                os.replace(path, aside)
+                warnings.warn(f"checkpoint {path} is unreadable ({type(error).__name__}: {error}); set aside as "
+                              f"{aside.name}, resuming from the previous checkpoint or the start")
+                continue
+            fed.models = state["models"]
+            fed.global_model = state["global_model"]
+            fed.optimizer_states = state["optimizer_states"]
+            algorithm.load_state_dict(state["algorithm"])
+            return state["round"], state["records"], state["local_scores"]
+        return 0, [], {}
 
     def exists(self) -> bool:
-        """Whether a checkpoint file is present."""
-        return self.path.exists()
+        """Whether a checkpoint file (current or previous) is present."""
+        return self.path.exists() or self.previous.exists()
+
+    def remove(self) -> None:
+        """Delete the checkpoints (the run finished)."""
+        for path in (self.path, self.previous):
+            path.unlink(missing_ok=True)
 
 
 def train_round(fed: Federation, algorithm: Algorithm, clients: Tensor, round: int) -> list[LocalResult]:
@@ -139,11 +166,30 @@ def train_round(fed: Federation, algorithm: Algorithm, clients: Tensor, round: i
     return results
 
 
+def merge_splits(by_split: dict[str, dict[str, float]]) -> dict[str, float]:
+    """One record's metrics from per-split metrics: the test split's as they are, every other split's
+    prefixed with its name (``val_auc``) and without its ``num_samples``."""
+    merged = dict(by_split["test"])
+    for split, metrics in by_split.items():
+        if split != "test":
+            merged.update({f"{split}_{name}": value for name, value in metrics.items() if name != "num_samples"})
+    return merged
+
+
 def score_trained_models(fed: Federation, algorithm: Algorithm, clients: Tensor, results: list[LocalResult],
                          scores: dict[int, dict[str, float]]) -> None:
-    """The ``"local"`` protocol: score each client's freshly trained model on its test split, into ``scores``."""
+    """The ``"local"`` protocol: score each client's freshly trained model on its evaluation splits, into ``scores``."""
     for client, result in zip(clients.tolist(), results):
-        scores[client] = fed.client_metrics(client, algorithm.trained_model(fed, client, result), "test")
+        model = algorithm.trained_model(fed, client, result)
+        scores[client] = merge_splits({split: fed.client_metrics(client, model, split)
+                                       for split in fed.EVALUATION_SPLITS})
+
+
+def server_metrics(fed: Federation, algorithm: Algorithm) -> list[dict[str, float]]:
+    """The ``"server"`` protocol: every client's metrics with the model the server holds for it."""
+    models = algorithm.evaluation_models(fed)
+    by_split = {split: fed.evaluate(models, split) for split in fed.EVALUATION_SPLITS}
+    return [merge_splits({split: by_split[split][client] for split in by_split}) for client in range(fed.num_clients)]
 
 
 def protocol_records(server: list[dict[str, float]], local_scores: dict[int, dict[str, float]],
@@ -193,7 +239,7 @@ def run_rounds(
             score_trained_models(fed, algorithm, clients, results, local_scores)
         if schedule.evaluates(round):
             train_loss = dict(zip(clients.tolist(), (r.loss for r in results)))
-            metrics = protocol_records(fed.evaluate(algorithm.evaluation_models(fed)), local_scores, schedule)
+            metrics = protocol_records(server_metrics(fed, algorithm), local_scores, schedule)
             records.extend(
                 {"round": round, "client": k, **m, "train_loss": train_loss.get(k, math.nan)}
                 for k, m in enumerate(metrics)

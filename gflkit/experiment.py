@@ -26,7 +26,7 @@ from gflkit.channel import Channel
 from gflkit.data import SampleDataset, dataset_names, get_spec, load_dataset, load_graph
 from gflkit.data.partition import SCHEMES, ClientSplit, partition, split_by_marker, train_test_split
 from gflkit.data.subgraphs import PARTITIONERS, ClientGraph, make_subgraph_clients
-from gflkit.engine import Schedule, run_rounds
+from gflkit.engine import Checkpoint, Schedule, run_rounds
 from gflkit.federation import Federation, GraphFederation
 from gflkit.models import MODELS, build_model
 from gflkit.results import ResultStore
@@ -307,19 +307,31 @@ def run(
 
     The records are the engine's per-round, per-client rows plus the columns ``method``, ``seed`` and
     ``evaluate`` (the run's evaluation protocol).
-    With a store, the run checkpoints every ``checkpoint_every`` rounds and resumes after a kill.
+    With a store, the run checkpoints every ``checkpoint_every`` rounds and resumes after a kill, and
+    is computed under the store's lock for it: a second process asking for the same run waits for the
+    first and reads its records.
     """
     resolved = resolve_device(device)
     stored = {**config.to_dict(), "device": resolved.type}
-    records = store.load(stored) if store is not None else None
-    if records is None:
-        fed = build_federation(config, data_root, resolved)
-        algorithm = build_algorithm(config.method, **config.method_options)
-        checkpoint = store.checkpoint(stored) if store is not None else None
-        records = run_rounds(
-            fed, algorithm, config.schedule(checkpoint_every if store is not None else 0), checkpoint, progress,
-            description=f"{config.method} seed={config.seed}",
-        )
-        if store is not None:
-            store.save(stored, records, algorithm.artifacts())
+    if store is None:
+        records = _compute(config, data_root, resolved, None, 0, progress)[0]
+    else:
+        records = store.load(stored)
+        if records is None:
+            with store.lock(stored):  # another process computing the same run: wait, then read its records
+                records = store.load(stored)
+                if records is None:
+                    records, artifacts = _compute(config, data_root, resolved, store.checkpoint(stored),
+                                                  checkpoint_every, progress)
+                    store.save(stored, records, artifacts)
     return records.assign(method=config.method, seed=config.seed, evaluate=config.evaluate)
+
+
+def _compute(config: RunConfig, data_root: str | Path | None, device: torch.device, checkpoint: Checkpoint | None,
+             checkpoint_every: int, progress: bool) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
+    """Train ``config`` (resuming from ``checkpoint`` when one exists): its records and artifacts."""
+    fed = build_federation(config, data_root, device)
+    algorithm = build_algorithm(config.method, **config.method_options)
+    records = run_rounds(fed, algorithm, config.schedule(checkpoint_every), checkpoint, progress,
+                         description=f"{config.method} seed={config.seed}")
+    return records, algorithm.artifacts()

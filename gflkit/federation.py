@@ -57,6 +57,9 @@ class Federation:
         channel: the uplink that corrupts uploads before aggregation (perfect by default).
     """
 
+    #: the splits every evaluation scores: the test split, then held-out splits recorded as ``<split>_<metric>``
+    EVALUATION_SPLITS: tuple[str, ...] = ("test",)
+
     def __init__(
         self,
         x: Tensor,
@@ -285,6 +288,7 @@ class GraphFederation(Federation):
     """
 
     SPLITS = ("train", "val", "test")
+    EVALUATION_SPLITS = ("test", "val")
 
     def __init__(
         self,

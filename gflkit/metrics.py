@@ -170,17 +170,50 @@ def summarize_records(
     return pd.DataFrame(rows, columns=[*by, *SUMMARY_COLUMNS, "num_clients"])
 
 
+#: which evaluated round of a run a table reports
+REPORTS = ("last", "best_val")
+
+
+def reported_rows(records: pd.DataFrame, runs: Sequence[str], report: str = "last",
+                  select_by: str | None = None) -> pd.DataFrame:
+    """The rows of the round each run reports; a run is a group of rows with equal ``runs`` values.
+
+    ``report="last"``: its last evaluated round. ``report="best_val"``: the round whose mean over clients
+    of ``val_<select_by>`` is highest (the first such round on ties) — the model early termination on
+    the validation score keeps; ``select_by`` is a higher-is-better metric such as ``auc`` or
+    ``accuracy``.
+    """
+    if report not in REPORTS:
+        raise ValueError(f"unknown report {report!r}; choose one of {list(REPORTS)}")
+    runs = list(runs)
+    if report == "last":
+        return records[records["round"] == records.groupby(runs, dropna=False)["round"].transform("max")]
+    if select_by is None:
+        raise ValueError("report='best_val' needs select_by, the validation metric to maximise (e.g. 'auc')")
+    column = f"val_{select_by}"
+    if column not in records.columns:
+        raise ValueError(f"report='best_val' needs the validation column {column!r}, which these records lack "
+                         f"(runs of a federation without a validation split, or stored before validation "
+                         f"metrics were recorded: run them again); columns: {list(records.columns)}")
+    per_round = records.groupby([*runs, "round"], dropna=False)[column].mean().reset_index()
+    best = per_round.loc[per_round.groupby(runs, dropna=False)[column].idxmax(), [*runs, "round"]]
+    return records.merge(best, on=[*runs, "round"])
+
+
 def final_summary(
     records: pd.DataFrame,
     value: str = "accuracy",
     by: Sequence[str] = ("method",),
     seed_col: str = "seed",
     fraction: float = 0.05,
+    report: str = "last",
+    select_by: str | None = None,
 ) -> pd.DataFrame:
-    r"""The table of a grid of runs: the summary at each run's last round, averaged over seeds.
+    r"""The table of a grid of runs: the summary at each run's reported round, averaged over seeds.
 
-    1. A run is a group of rows with equal ``by`` and ``seed_col`` values. Only the rows of its last
-       evaluated round (its largest ``round``) are kept.
+    1. A run is a group of rows with equal ``by`` and ``seed_col`` values. Only the rows of its reported
+       round are kept (:func:`reported_rows`: by default its last evaluated round; ``report="best_val"``:
+       its best round by the validation metric ``select_by``, ``value`` itself by default).
     2. Those rows are summarised over clients (:func:`summarize_records`), giving one summary per run.
     3. Per ``by`` group, every summary column ``s`` becomes the mean over seeds (column ``s``) and the
        sample standard deviation over seeds (column ``s_std``, ddof = 1; NaN for a single seed).
@@ -193,8 +226,8 @@ def final_summary(
     by = list(by)
     _require_columns(records, [value, "round", seed_col, *by])
     runs = [*by, seed_col]
-    last_round = records.groupby(runs, dropna=False)["round"].transform("max")
-    per_run = summarize_records(records[records["round"] == last_round], value, runs, fraction)
+    reported = reported_rows(records, runs, report, select_by or value)
+    per_run = summarize_records(reported, value, runs, fraction)
     grouped = per_run.groupby(by, sort=True, dropna=False)[list(SUMMARY_COLUMNS)]
     table = pd.concat([grouped.mean(), grouped.std(ddof=1).add_suffix("_std")], axis=1)
     table = table[[f"{c}{suffix}" for c in SUMMARY_COLUMNS for suffix in ("", "_std")]]
@@ -262,6 +295,8 @@ __all__ = [
     "average_precision",
     "best_fraction",
     "final_summary",
+    "reported_rows",
+    "REPORTS",
     "identical_methods",
     "protocol_table",
     "with_both_protocols",

@@ -31,6 +31,9 @@ class Profile:
             base: the paper's evaluation protocol for that method (``{"ifca": {"evaluate": "local"}}``,
             see :mod:`gflkit.engine`), a baseline's published optimiser (``{"gcfl": {"weight_decay":
             5e-4}}``). A field passed to :meth:`config`, or overridden for the whole profile, wins.
+        required: the datasets this profile's core tables need (default: the base dataset); a
+            reproduction whose required data are missing fails before it starts
+            (:func:`gflkit.notebooks.execute`), while other sections skip with a reason.
     """
 
     name: str
@@ -39,6 +42,12 @@ class Profile:
     sweep: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     method_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     method_config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    required: tuple[str, ...] | None = None
+
+    @property
+    def required_datasets(self) -> tuple[str, ...]:
+        """The datasets the core tables need: ``required``, else the base dataset."""
+        return self.required if self.required is not None else (self.base["dataset"],)
 
     def config(self, **changes: Any) -> RunConfig:
         """A validated run configuration: the base, then the method's own fields, then ``changes``."""
@@ -55,18 +64,24 @@ class Profile:
 def resolve_profile(
     profiles: Mapping[str, Profile],
     name: str,
-    seeds: Sequence[int] | None = None,
+    seeds: Sequence[int] | int | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Profile:
     """The profile ``name`` with ``seeds`` and ``overrides`` applied, validated.
 
     ``overrides`` may change any :class:`RunConfig` field (``rounds=50``) or any sweep entry
     (``shards=[2]``); an overridden field holds for every method, e.g. ``evaluate="local"`` scores every
-    method with that protocol instead of the profile's per-method ones. Raises ``ValueError`` naming the problem and the valid choices.
+    method with that protocol instead of the profile's per-method ones. ``method_options`` is the
+    exception: methods have different hyper-parameters, so it names the method,
+    ``{"method_options": {"fedska": {"k": 50}}}``, and is merged into the profile's. Raises
+    ``ValueError`` naming the problem and the valid choices.
     """
     if name not in profiles:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(profiles)}")
     profile = profiles[name]
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ValueError(f"overrides must be a dict of RunConfig fields or sweep entries such as "
+                         f"{{\"rounds\": 3}} (keys quoted), got {overrides!r}")
     overrides = dict(overrides or {})
     config_fields = {f.name for f in dataclasses.fields(RunConfig)}
     unknown = sorted(set(overrides) - config_fields - set(profile.sweep))
@@ -75,15 +90,45 @@ def resolve_profile(
             f"unknown override(s) {unknown}; valid: RunConfig fields {sorted(config_fields)} "
             f"or sweep entries {sorted(profile.sweep)}"
         )
+    method_options = _merged_method_options(profile, overrides.pop("method_options", {}))
     base = {**profile.base, **{k: v for k, v in overrides.items() if k in config_fields}}
+    for key in set(overrides) & set(profile.sweep):
+        if isinstance(overrides[key], (str, bytes)) or not isinstance(overrides[key], Sequence):
+            raise ValueError(f"override {key} is a sweep entry and takes a list, e.g. {{{key!r}: "
+                             f"{list(profile.sweep[key])[:1]}}}; got {overrides[key]!r}")
     sweep = {**profile.sweep, **{k: tuple(v) for k, v in overrides.items() if k in profile.sweep}}
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        seeds = (seeds,)  # ``-p seeds=1``: one seed
+    if seeds is not None and (isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence)):
+        raise ValueError(f"seeds must be a non-empty list of non-negative integers such as [0, 1] (or one "
+                         f"integer), got {seeds!r}")
     seeds = tuple(profile.seeds if seeds is None else seeds)
-    if not seeds or any(int(s) < 0 for s in seeds):
-        raise ValueError(f"seeds must be a non-empty list of non-negative integers, got {list(seeds)}")
+    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+        raise ValueError(f"seeds must be a non-empty list of non-negative integers such as [0, 1] (or one "
+                         f"integer), got {list(seeds)}")
     per_method = {method: {k: v for k, v in fields.items() if k not in overrides}
                   for method, fields in profile.method_config.items()}  # an override holds for every method
-    resolved = dataclasses.replace(profile, base=base, seeds=seeds, sweep=sweep, method_config=per_method)
+    resolved = dataclasses.replace(profile, base=base, seeds=seeds, sweep=sweep, method_config=per_method,
+                                   method_options=method_options)
     resolved.config()  # validates dataset, method, model, rounds, ...
     for method in sweep.get("methods", ()):
         resolved.config(method=method)
     return resolved
+
+
+def _merged_method_options(profile: Profile, per_method: Any) -> dict[str, dict[str, Any]]:
+    """The profile's per-method options with the override ``{method: {option: value}}`` merged in."""
+    from gflkit.algorithms import ALGORITHMS
+
+    example = 'overrides={"method_options": {"fedska": {"k": 50}}}'
+    if not isinstance(per_method, Mapping) or not all(isinstance(v, Mapping) for v in per_method.values()):
+        raise ValueError(f"override method_options must map a method to its options, e.g. {example}; "
+                         f"got {per_method!r}")
+    unknown = sorted(set(per_method) - set(ALGORITHMS))
+    if unknown:
+        raise ValueError(f"override method_options names unknown method(s) {unknown} (it maps a method to its "
+                         f"options, e.g. {example}); methods: {sorted(ALGORITHMS)}")
+    merged = {method: dict(options) for method, options in profile.method_options.items()}
+    for method, options in per_method.items():
+        merged[method] = {**merged.get(method, {}), **options}
+    return merged

@@ -48,7 +48,7 @@ def test_fedprox_with_mu_zero_equals_fedavg_and_large_mu_stays_near_the_global_m
 def test_unknown_method_and_option_are_rejected():
     with pytest.raises(ValueError, match="unknown method 'fedsgd'"):
         build_algorithm("fedsgd")
-    with pytest.raises(ValueError, match=r"unknown option\(s\) \['lam'\].*\['mu'\]"):
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['lam'\].*\['mu', 'share'\]"):
         build_algorithm("fedprox", lam=1.0)
     with pytest.raises(ValueError, match="mu must be >= 0"):
         build_algorithm("fedprox", mu=-1.0)

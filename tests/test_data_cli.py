@@ -124,3 +124,15 @@ def test_list_and_verify_real_root(capsys):
     if not (Path(REAL_ROOT) / "cifar10" / "raw" / "cifar-10-python.tar.gz").exists():
         assert cifar.split()[1:3] == ["missing", "0/1"] and "missing: cifar-10-python.tar.gz" in cifar
     assert run("verify", "mnist", "--root", REAL_ROOT) == 0
+
+
+@pytest.mark.parametrize("command", ["list", "verify"])
+@pytest.mark.parametrize("kind", ["absent", "file"])
+def test_a_root_that_is_not_a_folder_is_an_error_not_a_list_of_missing_datasets(command, kind, tmp_path, capsys):
+    root = tmp_path / "nowhere"
+    if kind == "file":
+        root.write_text("not a folder")
+    assert run(command, "--root", str(root)) == 2
+    captured = capsys.readouterr()
+    assert f"the data root {root} {'is a file' if kind == 'file' else 'does not exist'}" in captured.err
+    assert "missing" not in captured.out

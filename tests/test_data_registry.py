@@ -57,8 +57,12 @@ def _tree(path: Path) -> set[str]:
 
 # ------------------------------------------------------------------------------------------ root, cache
 def test_data_root_precedence(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert data_root() == tmp_path / "data"
+    monkeypatch.delenv("GFLKIT_DATA", raising=False)
+    checkout = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)  # papermill runs notebooks inside notebooks/: the default must not follow the cwd
+    assert data_root() == checkout / "data"
+    monkeypatch.chdir(checkout / "notebooks")
+    assert data_root() == checkout / "data"
     monkeypatch.setenv("GFLKIT_DATA", str(tmp_path / "env"))
     assert data_root() == tmp_path / "env"
     assert data_root(tmp_path / "arg") == tmp_path / "arg"

@@ -6,6 +6,7 @@ from gflkit.algorithms import build_algorithm
 from gflkit.engine import Checkpoint, Schedule, run_rounds, sample_clients
 
 from conftest import make_federation
+from graph_fixtures import make_graph_federation
 
 
 def test_records_have_one_row_per_evaluated_round_and_client():
@@ -51,6 +52,22 @@ def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
     resumed = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(6, checkpoint_every=2), ckpt,
                          progress=False)
     pd.testing.assert_frame_equal(full, resumed)
+
+
+@pytest.mark.parametrize("damaged", [("checkpoint.pt",), ("checkpoint.pt", "checkpoint.previous.pt")])
+def test_a_truncated_checkpoint_is_set_aside_and_the_run_resumes_from_an_earlier_one(tmp_path, damaged):
+    full = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(6), progress=False)
+    ckpt = Checkpoint(tmp_path / "checkpoint.pt")
+    run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(4, checkpoint_every=2), ckpt, progress=False)
+    assert ckpt.previous.exists(), "the round-2 checkpoint is kept beside the round-4 one"
+    for name in damaged:
+        path = tmp_path / name
+        path.write_bytes(path.read_bytes()[:100])  # a disk that filled up, a copy cut short
+    with pytest.warns(UserWarning, match="is unreadable .* set aside as checkpoint.pt.corrupt"):
+        resumed = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(6, checkpoint_every=2), ckpt,
+                             progress=False)
+    pd.testing.assert_frame_equal(full, resumed)
+    assert all((tmp_path / f"{name}.corrupt").exists() for name in damaged)
 
 
 def test_server_protocol_scores_the_global_model_and_local_the_fine_tuned_copy():
@@ -109,3 +126,20 @@ def test_resume_keeps_the_local_scores_of_non_participants(tmp_path):
 def test_bad_schedules_are_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Schedule(**kwargs)
+
+
+def test_graph_runs_also_record_validation_metrics_under_both_protocols():
+    fed = make_graph_federation("node_classification")
+    records = run_rounds(fed, build_algorithm("fedavg"), Schedule(2), progress=False)
+    assert {"val_accuracy", "val_loss", "val_accuracy_local", "val_loss_local"} <= set(records.columns)
+    assert "val_num_samples" not in records.columns
+    last = records[records["round"] == 2].set_index("client")
+    for k in range(fed.num_clients):
+        on_val = fed.client_metrics(k, fed.global_model, "val")
+        assert last.loc[k, "val_accuracy"] == on_val["accuracy"] and last.loc[k, "val_loss"] == on_val["loss"]
+    assert not last["val_accuracy"].equals(last["accuracy"])
+
+
+def test_sample_runs_without_a_validation_split_record_none():
+    records = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(1), progress=False)
+    assert not [c for c in records.columns if c.startswith("val_")]

@@ -14,6 +14,7 @@ from gflkit.metrics import (
     final_summary,
     identical_methods,
     protocol_table,
+    reported_rows,
     summarize_clients,
     summarize_records,
     with_both_protocols,
@@ -141,6 +142,32 @@ def test_final_summary_last_round_then_seeds() -> None:
     # method b: seed 0 ends at round 2 (mean 50), seed 1 at round 1 (mean 40)
     assert b["mean"] == pytest.approx(45.0) and b["worst5"] == pytest.approx((50 + 20) / 2)
     assert a["num_seeds"] == 2 and b["num_seeds"] == 2
+
+
+def test_best_val_reports_the_round_with_the_best_mean_validation_score() -> None:
+    records = make_records()
+    # validation peaks at round 1 for method "a" seed 0 only; every other run peaks at its last round
+    records["val_accuracy"] = records["round"] * 10.0
+    records.loc[(records["method"] == "a") & (records["seed"] == 0) & (records["round"] == 1), "val_accuracy"] = 99.0
+    rows = reported_rows(records, ["method", "seed"], "best_val", "accuracy")
+    chosen = rows.groupby(["method", "seed"])["round"].unique().map(list).to_dict()
+    assert chosen == {("a", 0): [1], ("a", 1): [2], ("b", 0): [2], ("b", 1): [1]}
+    table = final_summary(records, "accuracy", ("method",), report="best_val").set_index("method")
+    assert table.loc["a", "mean"] == pytest.approx((15.0 + 80.0) / 2)  # seed 0 at round 1, seed 1 at round 2
+    # the loss is reported at the round the accuracy's validation picked
+    losses = final_summary(records, "loss", ("method",), report="best_val", select_by="accuracy").set_index("method")
+    assert losses.loc["a", "mean"] == pytest.approx((1.0 + 0.5) / 2)
+
+
+def test_best_val_ties_keep_the_first_round_and_bad_reports_are_explained() -> None:
+    records = make_records().assign(val_accuracy=5.0)
+    assert set(reported_rows(records, ["method", "seed"], "best_val", "accuracy")["round"]) == {1}
+    with pytest.raises(ValueError, match="unknown report 'best'"):
+        reported_rows(records, ["method", "seed"], "best")
+    with pytest.raises(ValueError, match="needs the validation column 'val_loss'.*run them again"):
+        final_summary(records, "loss", report="best_val")
+    with pytest.raises(ValueError, match="needs select_by"):
+        reported_rows(records, ["method", "seed"], "best_val")
 
 
 def test_final_summary_single_seed_has_nan_std_and_several_by_columns() -> None:

@@ -7,20 +7,71 @@ import pytest
 
 papermill = pytest.importorskip("papermill")
 
-from gflkit.notebooks import execute
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from gflkit.notebooks import NotebookError, execute
 
 
 @pytest.mark.parametrize("profile, parameters, message", [
-    ("turbo", {}, "unknown profile 'turbo'"),
+    ("turbo", {}, "unknown profile 'turbo'; choose one of ['ci', 'paper', 'smoke']"),
     ("smoke", {"overrides": {"dataset": "imagenet"}}, "unknown dataset 'imagenet'"),
     ("smoke", {"overrides": {"methods": ["fedavg", "fedsgd"]}}, "unknown method 'fedsgd'"),
     ("smoke", {"overrides": {"rounds": 0}}, "rounds must be a positive"),
+    ("smoke", {"rounds": 1}, "unknown parameter(s) ['rounds'] for notebook 'quickstart'; it accepts"),
+    ("smoke", {"seeds": [0.5]}, "seeds must be one non-negative integer or a list of them"),
+    ("smoke", {"overrides": "{rounds: 3}"}, "overrides must be a dict with quoted keys"),
+    ("smoke", {"overrides": {"method_options": {"mu": 1.0}}}, "override method_options must map a method"),
 ])
-def test_bad_parameters_fail_in_the_validation_cell(tmp_path, profile, parameters, message):
-    with pytest.raises(papermill.PapermillExecutionError) as failure:
+def test_bad_parameters_fail_before_a_kernel_starts(tmp_path, profile, parameters, message):
+    with pytest.raises(NotebookError) as failure:
         execute("quickstart", profile, tmp_path, parameters)
-    assert message in str(failure.value)
-    assert failure.value.exec_count <= 3, "the error must come from the validation cell, before any experiment"
+    assert message in str(failure.value) and "\n" not in str(failure.value)
+    assert not list(tmp_path.iterdir()), "nothing executed, nothing written"
+
+
+def test_one_seed_may_be_given_as_an_integer(monkeypatch, tmp_path):
+    seen = {}
+    monkeypatch.setattr(papermill, "execute_notebook",
+                        lambda source, output, parameters, **kw: seen.update(parameters) or Path(output).write_text("{}"))
+    execute("quickstart", "smoke", tmp_path, {"seeds": 1})
+    assert seen["seeds"] == [1]
+
+
+def test_a_failed_execution_keeps_the_good_notebook_and_sets_the_failed_one_aside(monkeypatch, tmp_path):
+    (tmp_path / "quickstart.ipynb").write_text("good")
+
+    def fail(source, output, **kwargs):
+        Path(output).write_text(json.dumps({"error": "at the top"}))
+        raise papermill.PapermillExecutionError(5, 7, "raise ValueError", "ValueError", "boom", [])
+
+    monkeypatch.setattr(papermill, "execute_notebook", fail)
+    with pytest.raises(NotebookError, match=r"quickstart failed in cell 7: ValueError: boom — the failed notebook is"):
+        execute("quickstart", "smoke", tmp_path)
+    assert (tmp_path / "quickstart.ipynb").read_text() == "good"
+    assert "at the top" in (tmp_path / "quickstart.failed.ipynb").read_text()
+    assert not list(tmp_path.glob(".*running*")), "no temporary notebook left behind"
+
+
+def test_a_profile_whose_required_data_are_missing_fails_with_the_files_to_put_where(tmp_path, monkeypatch):
+    monkeypatch.setenv("GFLKIT_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(NotebookError, match=r"needs data that are missing.*planetoid/Cora/raw/"):
+        execute("fedvgae", "smoke", tmp_path / "out", {"data_root": str(tmp_path / "empty")})
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["notebook", "nosuch"], "gflkit notebook: unknown notebook 'nosuch'; choose one of"),
+    (["notebook", "quickstart", "--profile", "turbo"], "gflkit notebook: unknown profile 'turbo'"),
+    (["notebook", "quickstart", "-p", "rounds=1"], "gflkit notebook: unknown parameter(s) ['rounds']"),
+])
+def test_cli_mistakes_are_one_line_and_exit_2(argv, message, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "gflkit.cli", *argv, "--results", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith(message) and len(done.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.integration
@@ -47,6 +98,16 @@ def test_dataset_available_names_the_missing_file_and_the_fix(tmp_path, monkeypa
     assert not available
     assert "cifar-10-python.tar.gz is missing" in message and "gflkit data fetch cifar10" in message
     assert dataset_available("digits", tmp_path)[0], "embedded datasets need no files"
+
+
+def test_a_skip_hint_names_the_exact_path_in_the_datasets_own_layout(tmp_path, monkeypatch):
+    from gflkit.notebooks import dataset_available
+
+    monkeypatch.setenv("GFLKIT_CACHE", str(tmp_path / "cache"))
+    available, message = dataset_available("cora", tmp_path)
+    assert not available
+    assert f"{tmp_path}/planetoid/Cora/raw/" in message and "holding planetoid/Cora/raw/" in message
+    assert "cora/raw" not in message
 
 
 @pytest.mark.integration
@@ -86,3 +147,11 @@ def test_jgesr_notebook_writes_table1_figures_and_claims(tmp_path):
     for figure in ("figure3_accuracy_per_round.png", "figure4_missing_rates.png", "learned_graph_vs_labels.png",
                    "pdca_objective.png"):
         assert (tmp_path / figure).stat().st_size > 10_000
+
+
+def test_a_subset_of_methods_still_writes_every_claim_with_those_it_cannot_check_not_run(tmp_path):
+    execute("quickstart", "smoke", tmp_path, {"overrides": {"methods": ["local", "fedavg"]}})
+    claims = pd.read_csv(tmp_path / "claims.csv")
+    assert len(claims) == 3
+    assert claims["verdict"].iloc[0] == "not run" and "fedprox" in claims["evidence"].iloc[0]
+    assert set(claims["verdict"].iloc[1:]) <= {"reproduced", "not reproduced"}

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from gflkit.papers import Claim, available_papers, claims_table, paper_vs_measured, reported
+from gflkit.papers import Claim, available_papers, check_claim, claims_table, paper_vs_measured, reported, standing
 
 
 def test_fedska_table1_holds_the_papers_mnist_numbers():
@@ -44,6 +44,18 @@ def test_claims_table_reports_verdicts():
     assert table["verdict"].tolist() == ["reproduced", "not reproduced"]
 
 
+def test_a_claim_whose_methods_did_not_run_is_listed_as_not_run_and_never_checked():
+    def must_not_run():
+        raise KeyError("fedprox")  # what indexing a table without the method's row does
+
+    skipped = check_claim("FedSKA beats FedProx", ["fedska", "fedprox"], ["fedavg", "fedska"], must_not_run, "smoke")
+    checked = check_claim("FedSKA beats FedAvg", ["fedska", "fedavg"], ["fedavg", "fedska"],
+                          lambda: (True, "91 vs 88"), "smoke")
+    table = claims_table([skipped, checked])
+    assert table["verdict"].tolist() == ["not run", "reproduced"]
+    assert table["evidence"].tolist() == ["needs ['fedprox'], which this run did not include", "91 vs 88"]
+
+
 def test_fedvgae_tables_hold_the_papers_numbers():
     link = reported("fedvgae", "table3")
     assert set(link["dataset"]) == {"cora_full", "cora", "pubmed", "citeseer", "polblogs"}
@@ -56,3 +68,10 @@ def test_fedvgae_tables_hold_the_papers_numbers():
     assert shared.set_index("setting")["value"].to_dict() == {"encoder": 0.8306, "all": 0.7112}
     assert len(reported("fedvgae", "table6")) == 3 * 4
     assert len(reported("fedvgae", "table7")) == 3 * 7 and len(reported("fedvgae", "table8")) == 3 * 6
+
+
+def test_standing_ranks_a_method_or_says_it_did_not_run():
+    scores = pd.Series({"fedavg": 80.0, "fedska": 91.2, "local": 85.0})
+    assert standing(scores, "fedska") == "ranks 1 of 3 (91.20 %)"
+    assert standing(scores, "local", unit="") == "ranks 2 of 3 (85.00)"
+    assert standing(scores, "sfl") == "did not run"

@@ -28,10 +28,31 @@ def test_seeds_and_overrides_apply():
     ("smoke", None, {"rounds": -3}, "rounds must be a positive"),
     ("smoke", None, {"learning_rate": 0.1}, r"unknown override\(s\) \['learning_rate'\]"),
     ("smoke", [], None, "seeds must be a non-empty"),
+    ("smoke", [0.5], None, r"seeds must be a non-empty list of non-negative integers such as \[0, 1\]"),
+    ("smoke", "0", None, "seeds must be a non-empty list"),
+    ("smoke", None, "{rounds: 3}", "overrides must be a dict"),
+    ("smoke", None, {"shards": 2}, r"override shards is a sweep entry and takes a list, e.g. \{'shards': \[2\]\}"),
+    ("smoke", None, {"method_options": {"mu": 0.5}}, "override method_options must map a method to its options"),
+    ("smoke", None, {"method_options": {"fedsgd": {}}}, r"names unknown method\(s\) \['fedsgd'\]"),
+    ("smoke", None, {"method_options": {"fedprox": {"lam": 1}}}, r"unknown option\(s\) \['lam'\] for method 'fedprox'"),
 ])
 def test_bad_parameters_fail_with_one_clear_message(name, seeds, overrides, message):
     with pytest.raises(ValueError, match=message):
         resolve_profile(PROFILES, name, seeds=seeds, overrides=overrides)
+
+
+def test_one_integer_seed_and_per_method_option_overrides():
+    profile = resolve_profile(PROFILES, "smoke", seeds=2, overrides={"method_options": {"fedprox": {"mu": 0.5}}})
+    assert profile.seeds == (2,)
+    assert profile.config(method="fedprox").method_options["mu"] == 0.5
+    assert profile.config(method="fedavg").method_options == {"share": "all"}
+
+
+def test_required_datasets_default_to_the_base_dataset():
+    from gflkit.papers import fedvgae
+
+    assert resolve_profile(PROFILES, "ci").required_datasets == ("mnist",)
+    assert fedvgae.PROFILES["ci"].required_datasets == ("cora", "citeseer", "polblogs")
 
 
 def test_unknown_method_in_the_sweep_is_rejected():
@@ -43,9 +64,9 @@ def test_per_method_options_apply_only_to_their_method():
     from gflkit.profiles import Profile
 
     profile = Profile("p", base=dict(dataset="digits", num_clients=5), method_options={"fedprox": {"mu": 0.5}})
-    assert profile.config(method="fedprox").method_options == {"mu": 0.5}
-    assert profile.config(method="fedavg").method_options == {}
-    assert profile.config(method="fedprox", method_options={"mu": 0.1}).method_options == {"mu": 0.1}
+    assert profile.config(method="fedprox").method_options == {"share": "all", "mu": 0.5}
+    assert profile.config(method="fedavg").method_options == {"share": "all"}
+    assert profile.config(method="fedprox", method_options={"mu": 0.1}).method_options == {"share": "all", "mu": 0.1}
 
 
 @pytest.mark.parametrize("name", ["smoke", "ci", "paper"])

@@ -44,3 +44,47 @@ def test_artifacts_are_stored_beside_the_records(tmp_path):
     assert torch.equal(store.load_artifacts(config)["adjacency"], torch.eye(3))
     store.save({"method": "fedavg"}, pd.DataFrame({"round": [1]}))
     assert store.load_artifacts({"method": "fedavg"}) == {}
+
+
+TWO_WRITERS = """
+import sys
+from gflkit.experiment import RunConfig, run_grid
+from gflkit.results import ResultStore
+
+configs = [RunConfig(dataset="digits", num_clients=4, method=m, rounds=6, seed=s, partition="iid") for m in ("fedavg", "local") for s in (0, 1)]
+records = run_grid(configs, store=ResultStore(sys.argv[1]), device="cpu")
+records.to_csv(sys.argv[2], index=False)
+"""
+
+
+def test_two_processes_on_one_results_folder_both_finish_with_identical_complete_results(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    writers = [subprocess.Popen([sys.executable, "-c", TWO_WRITERS, str(tmp_path / "runs"), str(tmp_path / f"out{i}.csv")],
+                                env=env, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    for writer in writers:
+        _, stderr = writer.communicate(timeout=300)
+        assert writer.returncode == 0, stderr[-2000:]
+    first, second = (pd.read_csv(tmp_path / f"out{i}.csv") for i in range(2))
+    pd.testing.assert_frame_equal(first, second)
+    assert first.groupby(["method", "seed"])["round"].max().eq(6).all() and len(first.groupby(["method", "seed"])) == 4
+    runs = list((tmp_path / "runs").iterdir())
+    assert len(runs) == 4 and all(sorted(p.name for p in run.iterdir()) == ["config.json", "records.csv"] for run in runs)
+
+
+def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    store = ResultStore(tmp_path)
+    config = {"method": "fedavg", "seed": 0}
+    store.folder(config).mkdir(parents=True)
+    (store.folder(config) / "lock").write_text(f"{socket.gethostname()} {int(dead.stdout)}")
+    with store.lock(config, poll=0.01):
+        assert (store.folder(config) / "lock").read_text().endswith(f" {__import__('os').getpid()}")
+    assert not (store.folder(config) / "lock").exists()

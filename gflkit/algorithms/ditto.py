@@ -49,6 +49,7 @@ class Ditto(FedAvg):
     """
 
     name = "ditto"
+    share = "all"  # FedAvg's whole-model sharing; no share option
     Params = DittoParams
 
     def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:

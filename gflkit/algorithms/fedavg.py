@@ -1,10 +1,12 @@
-"""FedAvg (McMahan et al., AISTATS 2017)."""
+"""FedAvg (McMahan et al., AISTATS 2017), with optional partial sharing (FedPer-style)."""
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from gflkit.algorithms.base import Algorithm, weighted_mean
-from gflkit.federation import Federation
+from gflkit.algorithms.sharing import SharingParams, shared_mask
+from gflkit.federation import Federation, LocalResult
 
 
 class FedAvg(Algorithm):
@@ -16,13 +18,52 @@ class FedAvg(Algorithm):
 
     with :math:`n_k` the client's number of training samples. Every client is evaluated with the
     global model (its "personalised" model is the global one).
+
+    With ``share`` other than ``"all"`` (:mod:`gflkit.algorithms.sharing`) only the shared entries
+    are averaged; the others stay the client's own (FedPer with ``share="encoder"``: base layers
+    federated, classifier personal; Table 5 of FedVGAE shares the VGAE encoder), and every client is
+    evaluated with its own model. Subclasses whose parameters have no ``share`` share everything.
     """
 
     name = "fedavg"
+    Params = SharingParams
+
+    @property
+    def share(self) -> str:
+        """Which entries leave the client (:data:`~gflkit.algorithms.sharing.SHARES`)."""
+        return self.params.share
+
+    @property
+    def partial(self) -> bool:
+        """Whether some entries stay on the client."""
+        return self.share != "all"
+
+    def setup(self, fed: Federation) -> None:
+        super().setup(fed)
+        self.shared = shared_mask(fed, self.share)
+
+    def configure(self, fed: Federation, client: int) -> Tensor:
+        """The global model on the shared entries, the client's own model elsewhere."""
+        return torch.where(self.shared, fed.global_model, fed.models[client]) if self.partial else fed.global_model
+
+    def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
+        """Local training; under partial sharing the client keeps its model and uploads the shared entries only."""
+        result = super().client_update(fed, client, round)
+        if not self.partial:
+            return result
+        fed.models[client] = result.vector
+        return LocalResult(torch.where(self.shared, result.vector, torch.zeros_like(result.vector)), result.loss)
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
-        fed.models[clients] = updates
-        fed.global_model = weighted_mean(updates, fed.num_train[clients])
+        mean = weighted_mean(updates, fed.num_train[clients])
+        if self.partial:  # nothing but the shared entries is read
+            fed.global_model = torch.where(self.shared, mean, fed.global_model)
+        else:
+            fed.models[clients] = updates
+            fed.global_model = mean
 
     def evaluation_models(self, fed: Federation) -> Tensor:
-        return fed.global_model
+        return fed.models if self.partial else fed.global_model
+
+    def trained_model(self, fed: Federation, client: int, result: LocalResult) -> Tensor:
+        return fed.models[client] if self.partial else result.vector  # ``result`` holds the shared entries only

@@ -215,6 +215,7 @@ class FedSage(FedAvg):
     """
 
     name = "fedsage"
+    share = "all"  # FedAvg's whole-model sharing; no share option
     Params = FedSageParams
 
     def setup(self, fed: Federation) -> None:

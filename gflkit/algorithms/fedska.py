@@ -210,6 +210,7 @@ class FedSKA(FedAvg):
     """FedSKA (see the module docstring for the round and its equations)."""
 
     name = "fedska"
+    share = "all"  # FedAvg's whole-model sharing; no share option
     Params = FedSKAParams
 
     def check(self, num_clients: int) -> None:

@@ -50,18 +50,18 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gflkit.algorithms.base import weighted_mean
 from gflkit.algorithms.moon import MOON, check_contrastive
-from gflkit.federation import Federation, LocalResult
-
-SHARES = ("encoder", "first_layer", "all")
+from gflkit.algorithms.sharing import SharingParams
+from gflkit.federation import Federation
 
 
 @dataclass(frozen=True)
-class FedVGAEParams:
+class FedVGAEParams(SharingParams):
     """Hyper-parameters of FedVGAE (defaults from the paper).
 
     Attributes:
+        share: ``"encoder"`` (the method), ``"first_layer"`` (only the common first GCN layer) or ``"all"``
+            (Table 5's ablation; :mod:`gflkit.algorithms.sharing`).
         lam: λ, weight of the contrastive term (Eq. 11; 0.8, Table 7).
         tau: τ, temperature of the contrastive term (Eq. 10; not given in the paper: MOON's 0.5).
         pool_size: previous local models in the client's contrast queue (Sec. 3.2.2; 1 as MOON).
@@ -69,42 +69,26 @@ class FedVGAEParams:
         drop: fall of the validation score (in points of the task's score, e.g. AUC or accuracy in %)
             that triggers the fine-tuned aggregation (1, "such as 1 percentage point").
         finetune: whether the fine-tuned aggregation runs at all (False: Table 6's "w/o ft").
-        share: ``"encoder"`` (the method), ``"first_layer"`` (only the common first GCN layer) or ``"all"``
-            (Table 5's ablation).
         validation: the client split the trigger measures (``"val"``; ``"train"`` for federations
             without a validation split, e.g. sample clients).
     """
 
+    share: str = "encoder"
     lam: float = 0.8
     tau: float = 0.5
     pool_size: int = 1
     phi: float = 0.5
     drop: float = 1.0
     finetune: bool = True
-    share: str = "encoder"
     validation: str = "val"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_contrastive(self.lam, self.tau, self.pool_size, "fedvgae", "lam")
         if not 0 <= self.phi <= 1:
             raise ValueError(f"fedvgae phi must lie in [0, 1], got {self.phi}")
         if self.drop < 0:
             raise ValueError(f"fedvgae drop must be >= 0 points, got {self.drop}")
-        if self.share not in SHARES:
-            raise ValueError(f"fedvgae share must be one of {SHARES}, got {self.share!r}")
-
-
-def shared_mask(fed: Federation, share: str) -> Tensor:
-    """The entries of the flat model that FedVGAE uploads and averages under ``share`` (:data:`SHARES`)."""
-    model = fed.flat.module
-    if share == "all":
-        return torch.ones(fed.dim, dtype=torch.bool, device=fed.device)
-    if share == "encoder":
-        return model.encoder_mask(fed.layout, fed.device)
-    if not hasattr(model, "first_layer_mask"):
-        raise ValueError(f"fedvgae share='first_layer' needs a model with a common first layer (the VGAE), "
-                         f"got {type(model).__name__}; use share='encoder' or 'all'")
-    return model.first_layer_mask(fed.layout, fed.device)
 
 
 def mix(local: Tensor, global_model: Tensor, shared: Tensor, phi: float) -> Tensor:
@@ -136,7 +120,6 @@ class FedVGAE(MOON):
             raise ValueError(f"fedvgae's fine-tuning validates on the split {self.params.validation!r}: {error}; "
                              f"choose the option validation accordingly") from error
         self.score = score
-        self.shared = shared_mask(fed, self.params.share)
         self.finetuned = torch.zeros(fed.num_clients, dtype=torch.long, device=fed.device)
 
     def state_dict(self) -> dict[str, Any]:
@@ -149,7 +132,7 @@ class FedVGAE(MOON):
     def configure(self, fed: Federation, client: int) -> Tensor:
         """Steps 1–2: the global encoder with the client's local entries, or the Eq. 12 mix when validation drops."""
         local = fed.models[client]
-        updated = torch.where(self.shared, fed.global_model, local)
+        updated = super().configure(fed, client)
         if self.params.finetune and self.validation_drop(fed, client, local, updated) >= self.params.drop:
             self.finetuned[client] += 1
             return mix(local, fed.global_model, self.shared, self.params.phi)
@@ -161,19 +144,3 @@ class FedVGAE(MOON):
         before = fed.client_metrics(client, local, split)[self.score]
         after = fed.client_metrics(client, updated, split)[self.score]
         return -math.inf if math.isnan(before - after) else before - after
-
-    def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
-        """Step 3; the client keeps its whole model and uploads its encoder entries only (zeros elsewhere)."""
-        result = super().client_update(fed, client, round)
-        fed.models[client] = result.vector
-        return LocalResult(torch.where(self.shared, result.vector, torch.zeros_like(result.vector)), result.loss)
-
-    def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
-        """Step 4: node-weighted mean of the uploaded encoder entries; nothing else is read."""
-        fed.global_model[self.shared] = weighted_mean(updates[:, self.shared], fed.num_train[clients])
-
-    def evaluation_models(self, fed: Federation) -> Tensor:
-        return fed.models
-
-    def trained_model(self, fed: Federation, client: int, result: LocalResult) -> Tensor:
-        return fed.models[client]  # the whole model the client kept (``result`` holds only the encoder)

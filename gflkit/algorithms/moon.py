@@ -7,16 +7,17 @@ from typing import Any
 from torch import Tensor
 
 from gflkit.algorithms.fedavg import FedAvg
+from gflkit.algorithms.sharing import SharingParams
 from gflkit.algorithms.terms import model_contrastive
 from gflkit.federation import Federation, LocalResult
 from gflkit.training import LocalStep
 
 
 @dataclass(frozen=True)
-class MOONParams:
+class MOONParams(SharingParams):
     """Hyper-parameters of MOON (defaults: the authors' code, ``main.py``).
 
-    ``mu``: weight μ of the contrastive term (code default 1; the paper uses 5 on CIFAR-10 and 1 on
+    ``share``: which entries leave the client (:mod:`gflkit.algorithms.sharing`; ``"all"``). ``mu``: weight μ of the contrastive term (code default 1; the paper uses 5 on CIFAR-10 and 1 on
     CIFAR-100 / Tiny-ImageNet). ``tau``: temperature τ (0.5). ``pool_size``: how many previous local
     models each client contrasts against (``model_buffer_size``, 1).
     """
@@ -26,6 +27,7 @@ class MOONParams:
     pool_size: int = 1
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_contrastive(self.mu, self.tau, self.pool_size, "moon", "mu")
 
 
@@ -79,5 +81,6 @@ class MOON(FedAvg):
 
     def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
         result = super().client_update(fed, client, round)
-        self.previous[client] = [*self.previous[client], result.vector][-self.params.pool_size:]
+        trained = self.trained_model(fed, client, result)  # the whole model, also under partial sharing
+        self.previous[client] = [*self.previous[client], trained][-self.params.pool_size:]
         return result

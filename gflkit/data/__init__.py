@@ -2,7 +2,7 @@
 
 ``load_dataset(name, root=None, download=True, **options)`` returns the pooled official train + test
 samples of a registered dataset (``dataset_names()``) with an ``is_test`` marker and natural users.
-Raw files live under ``<root>/<name>/raw/`` (root: argument, else ``$GFLKIT_DATA``, else ``./data``), are
+Raw files live under ``<root>/<name>/raw/`` (root: argument, else ``$GFLKIT_DATA``, else the checkout's ``data/``), are
 verified against pinned sha256 values, and are converted once into a tensor cache (``$GFLKIT_CACHE``,
 else ``<root>/<name>/processed``, else ``~/.cache/gflkit``). See :mod:`gflkit.data.registry`.
 

@@ -30,7 +30,7 @@ Exit codes:
      reported as missing, partially present ones list their missing files, neither fails).
   1  with NAMEs: a named dataset is missing a file or has a bad checksum;
      without NAMEs: some present file has a bad checksum.
-  2  an unknown dataset name.
+  2  an unknown dataset name, or a data root that does not exist.
 """
 
 
@@ -71,8 +71,20 @@ def _detail(spec: DatasetSpec, statuses: Sequence[FileStatus]) -> str:
     return "; ".join(parts) if parts else spec.description
 
 
+def _missing_root(root: Path) -> str | None:
+    """Why ``root`` cannot be a data root to read (it does not exist, or is a file), or None."""
+    if root.is_dir():
+        return None
+    what = "is a file, not a folder" if root.exists() else "does not exist"
+    return (f"error: the data root {root} {what}; point GFLKIT_DATA or --root at the folder holding the "
+            f"datasets (e.g. ../shared/datasets), or fetch them into it with `gflkit data fetch NAME`")
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     root = data_root(args.root)
+    if (problem := _missing_root(root)) is not None:
+        print(problem, file=sys.stderr)
+        return 2
     print(f"data root: {root}")
     rows = []
     for name in dataset_names():
@@ -95,6 +107,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         specs = [get_spec(n) for n in names]
     except UnknownDatasetError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if (problem := _missing_root(root)) is not None:
+        print(problem, file=sys.stderr)
         return 2
     print(f"data root: {root}")
     failed = False
@@ -160,12 +175,12 @@ def add_data_commands(subparsers: argparse._SubParsersAction) -> None:
     """Add ``data list | verify | fetch`` to the ``gflkit`` command; handlers return an exit code."""
     data = subparsers.add_parser("data", help="list, verify and download datasets",
                                  description="Raw files live under <root>/<name>/raw/ (root: --root, else "
-                                             "$GFLKIT_DATA, else ./data).")
+                                             "$GFLKIT_DATA, else the checkout's data/).")
     commands = data.add_subparsers(dest="data_command", required=True, metavar="{list,verify,fetch}")
 
     def root_option(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--root", type=Path, default=None,
-                            help="data root (default: $GFLKIT_DATA, else ./data)")
+                            help="data root (default: $GFLKIT_DATA, else the checkout's data/)")
 
     lst = commands.add_parser("list", help="one row per dataset: state, files ok / expected, what is missing",
                               description="One row per dataset: present / missing / checksum-bad / embedded. "

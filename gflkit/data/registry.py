@@ -5,7 +5,10 @@ Layout
 Raw files live under a *data root* as ``<root>/<name>/raw/<canonical file names>``, e.g.
 ``<root>/mnist/raw/train-images-idx3-ubyte.gz`` or ``<root>/shakespeare/raw/tff/shakespeare_train.h5``
 (a spec's ``folder`` may replace ``<name>``: the Planetoid graphs follow PyG's ``planetoid/Cora/raw/``).
-The root is the ``root=`` argument, else the environment variable ``GFLKIT_DATA``, else ``./data``.
+The root is the ``root=`` argument, else the environment variable ``GFLKIT_DATA``, else the default root
+(:data:`DEFAULT_ROOT`): the ``data/`` folder of the source checkout gflkit runs from, whatever the working
+directory (papermill runs notebooks inside ``notebooks/``), or ``~/.local/share/gflkit/data`` for an
+installed package.
 The root may be read-only (a shared copy); nothing is ever written into a read-only root.
 
 Every raw file is pinned by its sha256 (:class:`RawFile`); a dataset is a :class:`DatasetSpec` (files,
@@ -56,6 +59,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
+from gflkit.atomic import atomic_write
 from gflkit.data.dataset import SampleDataset
 
 if TYPE_CHECKING:
@@ -68,7 +72,10 @@ __all__ = [
     "register", "registered", "reject_options", "require_files", "sha256_file", "verify_dataset",
 ]
 
-DEFAULT_ROOT = Path("data")
+_CHECKOUT = Path(__file__).resolve().parents[2]
+#: ``<checkout>/data`` when gflkit runs from a source checkout, else a per-user folder; never the cwd.
+DEFAULT_ROOT = (_CHECKOUT / "data" if (_CHECKOUT / "pyproject.toml").exists()
+                else Path.home() / ".local" / "share" / "gflkit" / "data")
 ENV_ROOT = "GFLKIT_DATA"
 ENV_CACHE = "GFLKIT_CACHE"
 ENV_OFFLINE = "GFLKIT_OFFLINE"
@@ -262,7 +269,8 @@ def get_spec(name: str) -> DatasetSpec:
 
 # --------------------------------------------------------------------------------------- root and cache
 def data_root(root: str | Path | None = None) -> Path:
-    """The data root: ``root`` if given, else ``$GFLKIT_DATA``, else ``./data`` (made absolute, ``~`` expanded)."""
+    """The data root: ``root`` if given, else ``$GFLKIT_DATA``, else :data:`DEFAULT_ROOT` (made absolute,
+    ``~`` expanded; a relative ``root`` or ``$GFLKIT_DATA`` is relative to the working directory)."""
     chosen = root if root is not None and str(root) != "" else os.environ.get(ENV_ROOT) or DEFAULT_ROOT
     return Path(chosen).expanduser().absolute()
 
@@ -298,24 +306,6 @@ def cache_dir(name: str, root: str | Path | None = None) -> Path:
     if is_writable(processed):
         return processed
     return Path.home() / ".cache" / "gflkit" / name
-
-
-@contextlib.contextmanager
-def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
-    """Write ``path`` atomically: a temporary file in the same folder, renamed over ``path`` on success."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 # -------------------------------------------------------------------------------------------- hashing
@@ -399,7 +389,7 @@ def verify_dataset(name: str, root: str | Path | None = None, *, full: bool = Tr
 
     Args:
         name: a registered dataset name.
-        root: the data root (default: ``$GFLKIT_DATA``, else ``./data``).
+        root: the data root (default: ``$GFLKIT_DATA``, else :data:`DEFAULT_ROOT`).
         full: hash every byte of every file (default). ``False`` re-uses a hash cached for an unchanged
             file (same path, size, mtime, ctime and inode) — fast, used by ``gflkit data list``.
         group: only the files of one variant (e.g. ``"tff"``), default all.
@@ -691,7 +681,7 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Tru
     Args:
         name: one of :func:`dataset_names` (``mnist``, ``cifar10``, ``cifar100``, ``femnist``,
             ``shakespeare``, ``digits``).
-        root: data root holding ``<name>/raw/...``; default ``$GFLKIT_DATA``, else ``./data``.
+        root: data root holding ``<name>/raw/...``; default ``$GFLKIT_DATA``, else :data:`DEFAULT_ROOT`.
         download: download missing files when they have a URL and the network is reachable.
         **options: loader options (e.g. ``source="leaf"`` and ``stride=...`` for ``shakespeare``).
 
@@ -719,7 +709,7 @@ def load_graph(name: str, root: str | Path | None = None, download: bool = True,
     Args:
         name: a graph dataset (``cora``, ``citeseer``, ``pubmed``, ``cora_full``, ``polblogs``; see
             :func:`dataset_names` and :mod:`gflkit.data.loaders`).
-        root: data root holding the raw files; default ``$GFLKIT_DATA``, else ``./data``.
+        root: data root holding the raw files; default ``$GFLKIT_DATA``, else :data:`DEFAULT_ROOT`.
         download: download missing files when they have a URL and the network is reachable.
         normalize_features: divide every node's features by their sum (rows summing to 0 are left as
             they are), :class:`torch_geometric.transforms.NormalizeFeatures` as in PyG's Planetoid

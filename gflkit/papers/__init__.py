@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterable, Sequence
 
 import pandas as pd
 
@@ -54,21 +54,43 @@ def paper_vs_measured(
 
 @dataclass(frozen=True)
 class Claim:
-    """A qualitative statement of a paper and whether our measurements support it."""
+    """A qualitative statement of a paper and whether our measurements support it (``None``: not run)."""
 
     statement: str
-    reproduced: bool
+    reproduced: bool | None
     evidence: str
     profile: str
 
     def as_row(self) -> dict[str, str]:
         """A row of the claims table."""
+        verdicts = {True: "reproduced", False: "not reproduced", None: "not run"}
         return {
             "claim": self.statement,
-            "verdict": "reproduced" if self.reproduced else "not reproduced",
+            "verdict": verdicts[None if self.reproduced is None else bool(self.reproduced)],
             "evidence": self.evidence,
             "profile": self.profile,
         }
+
+
+def check_claim(statement: str, needs: Iterable[str], ran: Iterable[str],
+                check: Callable[[], tuple[bool, str]], profile: str) -> Claim:
+    """The claim ``statement``, checked by ``check()`` (verdict and evidence) when every method or
+    dataset it ``needs`` is among those that ``ran``; otherwise "not run", naming what is missing — so an
+    override that runs a subset of the methods still gets a claims table."""
+    missing = [name for name in dict.fromkeys(needs) if name not in set(ran)]
+    if missing:
+        return Claim(statement, None, f"needs {missing}, which this run did not include", profile)
+    reproduced, evidence = check()
+    return Claim(statement, bool(reproduced), evidence, profile)
+
+
+def standing(scores: pd.Series, method: str, unit: str = " %") -> str:
+    """Where ``method`` stands among ``scores`` (indexed by method, higher is better) in words — "ranks 2
+    of 8 (91.20 %)" — or "did not run" when it is not among them (an override ran a subset)."""
+    if method not in scores.index:
+        return "did not run"
+    ranked = scores.sort_values(ascending=False)
+    return f"ranks {list(ranked.index).index(method) + 1} of {len(ranked)} ({scores[method]:.2f}{unit})"
 
 
 def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:

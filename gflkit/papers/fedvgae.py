@@ -35,6 +35,14 @@ performance of each client after training completion". Where the paper is silent
   below 1 on PolBlogs, so no neighbour is generated and FedSage+ equals FedAvg (measured: 0 of 10
   clients generate at 0.001, 8 of 10 at 0.01). The notebook shows the neighbours generated per client
   (the ``generated_neighbours`` artifact);
+* **reported round** (:data:`REPORT`): "we implemented early termination" — each run reports the round
+  whose mean validation score over its clients (AUC for links, accuracy for nodes; the clients'
+  validation edges or nodes) is best, and the test scores of that round
+  (:func:`gflkit.metrics.final_summary`, ``report="best_val"``); the round loop itself runs every round;
+* **Table 5** (:data:`SHARE_SETTINGS`): FedAvg, FedProx and FedVGAE under each ``share``
+  (:mod:`gflkit.algorithms.sharing`), on each ``share_datasets`` graph; for link prediction the
+  inner-product decoder has no parameters, so ``"encoder"`` equals ``"all"`` and ``"first_layer"`` is
+  the reading that keeps something local;
 * **FED-PUB's similarity scale** τ = 3 (``norm_scale`` of the authors' Cora disjoint-clients script, the
   setting closest to ours; their parser's default is 10).
 """
@@ -54,9 +62,14 @@ METHOD_CONFIG = {"fedpub": {"weight_decay": 1e-6}, "gcfl": {"weight_decay": 5e-4
 # Input preprocessing per task (module docstring): each task's reference code.
 DATA_OPTIONS = {"link_prediction": {"normalize_features": False}, "node_classification": {"normalize_features": True}}
 # Method options every profile shares (GCFL+'s calibrated thresholds; module docstring).
+# Early termination: each run reports its best-validation round, selected by the task's score.
+REPORT = "best_val"
+SCORES = {"link_prediction": "auc", "node_classification": "accuracy"}
 METHOD_OPTIONS = {"gcfl": {"eps_1": 0.4, "eps_2": 0.8}, "fedpub": {"tau": 3.0}, "fedsage": {"gen_lr": 0.01}}
 # Ablations and sweeps of Tables 5–8: FedVGAE's options per setting name.
-SHARE = {"encoder": {"share": "encoder"}, "first_layer": {"share": "first_layer"}, "all": {"share": "all"}}
+SHARE_METHODS = ("fedavg", "fedprox", "fedvgae")
+SHARE_SETTINGS = {f"{method}_{share}": (method, {"share": share})
+                  for method in SHARE_METHODS for share in ("encoder", "first_layer", "all")}
 COMPONENTS = {"full": {}, "without_contrastive": {"lam": 0.0}, "without_finetuning": {"finetune": False},
               "without_both": {"lam": 0.0, "finetune": False}}
 
@@ -68,7 +81,7 @@ PROFILES = {
         seeds=(0,),
         method_config=METHOD_CONFIG,
         sweep={"methods": METHODS, "link_datasets": ("cora",), "node_datasets": ("cora",),
-               "ablation_dataset": ("cora",), "lambdas": (0.1, 0.8), "phis": (0.1, 0.5)},
+               "ablation_dataset": ("cora",), "share_datasets": ("cora",), "lambdas": (0.1, 0.8), "phis": (0.1, 0.5)},
         # NeighGen dominates a 3-round run: 5 local steps and 1 federated one, at a rate high enough that
         # a few clients still generate neighbours (measured on Cora: 2 of 10 clients, 26 s per task).
         method_options={**METHOD_OPTIONS, "fedsage": {"local_gen_epochs": 5, "gen_rounds": 1, "gen_lr": 0.05}},
@@ -81,8 +94,10 @@ PROFILES = {
         method_config=METHOD_CONFIG,
         sweep={"methods": METHODS, "link_datasets": ("cora", "citeseer", "polblogs"),
                "node_datasets": ("cora", "citeseer"), "ablation_dataset": ("cora",),
+               "share_datasets": ("cora", "citeseer"),
                "lambdas": (0.1, 0.8, 5.0), "phis": (0.1, 0.5, 0.9)},
         method_options=METHOD_OPTIONS,
+        required=("cora", "citeseer", "polblogs"),
     ),
     # The paper's settings; datasets whose files are absent are skipped with a message.
     "paper": Profile(
@@ -92,6 +107,7 @@ PROFILES = {
         method_config=METHOD_CONFIG,
         sweep={"methods": METHODS, "link_datasets": ("cora_full", "cora", "pubmed", "citeseer", "polblogs"),
                "node_datasets": ("cora", "pubmed", "citeseer", "flickr"), "ablation_dataset": ("cora",),
+               "share_datasets": ("citeseer", "cora", "pubmed"),
                "lambdas": (0.1, 0.5, 0.8, 1.0, 2.0, 5.0, 10.0), "phis": (0.1, 0.2, 0.3, 0.5, 0.8, 0.9)},
         method_options=METHOD_OPTIONS,
     ),
@@ -125,6 +141,12 @@ def _main_table(params: Profile, present: Sequence[str], datasets: str, task: st
     return sorted(runs, key=lambda c: c.seed)  # seed-major: a first seed of every cell comes first
 
 
+def share_configs(params: Profile, present: Sequence[str], task: str) -> list[RunConfig]:
+    """Table 5's runs for ``task``: every :data:`SHARE_SETTINGS` on every present ``share_datasets`` graph."""
+    return [c for name in params.sweep["share_datasets"] if name in present
+            for c in configs(params, name, task, SHARE_SETTINGS)]
+
+
 def _ablation(params: Profile, present: Sequence[str], tasks: Sequence[str],
               options: Mapping[str, Mapping[str, Any]]) -> list[RunConfig]:
     dataset = params.sweep["ablation_dataset"][0]
@@ -137,7 +159,8 @@ def _ablation(params: Profile, present: Sequence[str], tasks: Sequence[str],
 SECTIONS = {
     "table3": lambda params, present: _main_table(params, present, "link_datasets", "link_prediction"),
     "table4": lambda params, present: _main_table(params, present, "node_datasets", "node_classification"),
-    "table5": lambda params, present: _ablation(params, present, ("link_prediction", "node_classification"), SHARE),
+    "table5": lambda params, present: [c for task in ("link_prediction", "node_classification")
+                                       for c in share_configs(params, present, task)],
     "table6": lambda params, present: _ablation(params, present, ("link_prediction",), COMPONENTS),
     "tables7_8": lambda params, present: _ablation(params, present, ("link_prediction",),
                                                    {**lambda_options(params), **phi_options(params)}),
@@ -155,6 +178,7 @@ def grids(params: Profile, sections: Sequence[str] | None = None,
     unknown = sorted(set(sections or ()) - set(SECTIONS))
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; the FedVGAE notebook precomputes {sorted(SECTIONS)}")
-    names = {*params.sweep["link_datasets"], *params.sweep["node_datasets"], *params.sweep["ablation_dataset"]}
+    names = {*params.sweep["link_datasets"], *params.sweep["node_datasets"], *params.sweep["ablation_dataset"],
+             *params.sweep["share_datasets"]}
     present = [name for name in names if name in dataset_names() and dataset_available(name, data_root)[0]]
     return {name: SECTIONS[name](params, present) for name in (sections or SECTIONS)}

@@ -1,0 +1,73 @@
+"""Partial sharing (``share``) of FedAvg, FedProx and MOON: what leaves a client and what the server reads."""
+import pytest
+import torch
+
+from gflkit.algorithms import build_algorithm
+from gflkit.algorithms.sharing import shared_mask
+from gflkit.engine import Schedule, run_rounds
+
+from conftest import make_federation
+from graph_fixtures import make_graph_federation
+
+
+@pytest.mark.parametrize("method", ["fedavg", "fedprox", "moon"])
+def test_the_readout_never_leaves_the_client_and_the_server_reads_only_shared_entries(method):
+    fed = make_graph_federation("node_classification")
+    algorithm = build_algorithm(method, share="encoder")
+    run_rounds(fed, algorithm, Schedule(2), progress=False)
+    shared = algorithm.shared
+    assert 0 < int(shared.sum()) < fed.dim
+    readouts = fed.models[:, ~shared]
+    assert not torch.allclose(readouts[0], readouts[1]), "each client trained its own readout"
+    assert torch.equal(fed.global_model[~shared], fed.initial[~shared]), "no readout reached the server"
+    uploads = torch.stack([algorithm.client_update(fed, k, 3).vector for k in range(fed.num_clients)])
+    assert bool((uploads[:, ~shared] == 0).all())
+    kept = fed.models.clone()
+    poisoned = uploads.clone()
+    poisoned[:, ~shared] = float("nan")
+    algorithm.aggregate(fed, torch.arange(fed.num_clients), poisoned, 3)
+    assert torch.isfinite(fed.global_model).all() and torch.equal(fed.models, kept)
+    assert torch.allclose(fed.global_model[shared], (fed.num_train / fed.num_train.sum()) @ uploads[:, shared], atol=1e-6)
+
+
+def test_a_client_starts_from_the_global_encoder_and_its_own_readout_and_is_scored_with_its_own_model():
+    fed = make_graph_federation("node_classification")
+    algorithm = build_algorithm("fedavg", share="encoder")
+    algorithm.setup(fed)
+    fed.models[1] = torch.randn(fed.dim)
+    fed.global_model = torch.randn(fed.dim)
+    start = algorithm.configure(fed, 1)
+    assert torch.equal(start[algorithm.shared], fed.global_model[algorithm.shared])
+    assert torch.equal(start[~algorithm.shared], fed.models[1][~algorithm.shared])
+    assert algorithm.evaluation_models(fed) is fed.models
+
+
+def test_share_all_is_fedavg_bit_for_bit():
+    plain = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(3), progress=False)
+    explicit = run_rounds(make_federation(), build_algorithm("fedavg", share="all"), Schedule(3), progress=False)
+    assert plain.equals(explicit)
+
+
+def test_fedprox_under_partial_sharing_anchors_the_readout_at_the_clients_own():
+    fed = make_graph_federation("node_classification")
+    algorithm = build_algorithm("fedprox", share="encoder")
+    run_rounds(fed, algorithm, Schedule(1), progress=False)
+    anchor = algorithm.anchor(fed, 0)
+    assert torch.equal(anchor[~algorithm.shared], fed.models[0][~algorithm.shared])
+    assert not torch.equal(anchor[~algorithm.shared], fed.global_model[~algorithm.shared])
+    assert torch.equal(anchor[algorithm.shared], fed.global_model[algorithm.shared])
+
+
+def test_moon_contrasts_against_the_whole_previous_model_under_partial_sharing():
+    fed = make_graph_federation("node_classification")
+    algorithm = build_algorithm("moon", share="encoder")
+    run_rounds(fed, algorithm, Schedule(1), progress=False)
+    assert all(torch.equal(algorithm.previous[k][-1], fed.models[k]) for k in range(fed.num_clients))
+
+
+def test_bad_share_values_are_rejected_with_the_choices():
+    with pytest.raises(ValueError, match=r"share must be one of \('all', 'encoder', 'first_layer'\), got 'head'"):
+        build_algorithm("fedavg", share="head")
+    fed = make_federation()
+    with pytest.raises(ValueError, match="share='first_layer' needs a model with a common first layer"):
+        shared_mask(fed, "first_layer")

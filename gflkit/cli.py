@@ -1,14 +1,31 @@
-"""Command line: ``gflkit data list|verify|fetch``, ``gflkit notebook NAME --profile P`` and
-``gflkit precompute NAME --profile P`` (compute a notebook's runs into its result store, e.g. in the
-background with ``nohup``; interrupted runs resume from their checkpoints, finished ones are skipped)."""
+"""Command line: ``gflkit data list|verify|fetch|clean``, ``gflkit notebook NAME --profile P`` and
+``gflkit precompute NAME --profile P``.
+
+Only the standard library is imported up front: ``gflkit --help`` answers at once, and torch is loaded
+by the commands that compute.
+"""
 from __future__ import annotations
 
 import argparse
 import ast
 import sys
+from importlib import metadata
+from pathlib import Path
 from typing import Sequence
 
 from gflkit.data.cli import add_data_commands
+
+PAPERS_DIR = Path(__file__).resolve().parent / "papers"
+
+DESCRIPTION = """gflkit: graph-based federated learning papers, reproduced in notebooks.
+
+  gflkit data list                       which datasets are present under the data root
+  gflkit notebook fedvgae --profile ci   execute a paper notebook (tables under results/fedvgae)
+  gflkit precompute fedvgae --profile paper --seeds 0
+                                         compute a notebook's runs first, e.g. with nohup in the background
+
+Use --threads 1 when another job shares the CPU cores (or set GFLKIT_THREADS=1).
+"""
 
 
 def _parse_parameter(text: str) -> tuple[str, object]:
@@ -69,19 +86,72 @@ def _precompute(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of threads, e.g. 1; got {text!r}")
+    return value
+
+
+def profile_names(name: str) -> list[str]:
+    """The profiles of notebook ``name``, read from ``gflkit/papers/<name>.py`` without importing it."""
+    source = PAPERS_DIR / f"{name}.py"
+    if not source.exists():
+        return []
+    for node in ast.parse(source.read_text()).body:
+        if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PROFILES" for t in node.targets)
+                and isinstance(node.value, ast.Dict)):
+            return [key.value for key in node.value.keys if isinstance(key, ast.Constant)]
+    return []
+
+
+def _notebook_epilog() -> str:
+    from gflkit.notebooks import NOTEBOOK_DIR
+
+    rows = [f"  {path.stem:<12} profiles: {', '.join(profile_names(path.stem)) or '-'}"
+            for path in sorted(NOTEBOOK_DIR.glob("*.ipynb"))]
+    return "\n".join([
+        "notebooks:", *rows, "",
+        "examples:",
+        "  gflkit notebook quickstart                              the smoke profile, about a minute",
+        "  gflkit notebook fedvgae --profile ci -p seeds=0         one seed instead of the profile's",
+        "  gflkit notebook fedska -p 'overrides={\"rounds\": 3}'     change a run setting (a Python dict)",
+        "  gflkit --threads 1 notebook fedska --profile ci         one CPU thread (another job is running)",
+    ])
+
+
+def _add_threads_option(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--threads", type=_positive_int, default=default, metavar="N",
+                        help="CPU threads for torch (default: $GFLKIT_THREADS, else all cores); use 1 when "
+                             "another job shares the cores")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``gflkit`` argument parser."""
-    parser = argparse.ArgumentParser(prog="gflkit", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="gflkit", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"gflkit {metadata.version('gflkit')}")
+    _add_threads_option(parser, default=None)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{data,notebook,precompute}")
     add_data_commands(commands)
-    nb = commands.add_parser("notebook", help="execute a notebook with papermill (results under --results)")
-    nb.add_argument("name", help="notebook name, e.g. quickstart or fedska")
-    nb.add_argument("--profile", default="smoke", help="smoke | ci | paper (default: smoke)")
+    nb = commands.add_parser("notebook", help="execute a notebook with papermill (results under --results)",
+                             description="Execute notebooks/NAME.ipynb with papermill. Name, profile and\n"
+                                         "parameters are checked before a kernel starts; the executed notebook\n"
+                                         "replaces the previous one only on success.",
+                             epilog=_notebook_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    nb.add_argument("name", help="notebook name (listed below)")
+    nb.add_argument("--profile", default="smoke", help="a profile of that notebook (default: smoke)")
     nb.add_argument("--results", default=None, help="output folder (default: results/<name>)")
-    nb.add_argument("-p", "--parameter", action="append", type=_parse_parameter,
-                    help="extra notebook parameter key=value (repeatable), e.g. -p seeds=[0,1]")
+    nb.add_argument("-p", "--parameter", action="append", type=_parse_parameter, metavar="KEY=VALUE",
+                    help="notebook parameter (repeatable), a Python literal: -p seeds=0, -p 'seeds=[0, 1]'")
     nb.set_defaults(func=_notebook)
-    pre = commands.add_parser("precompute", help="compute a notebook's runs into its result store (resumable)")
+    pre = commands.add_parser("precompute", help="compute a notebook's runs into its result store (resumable)",
+                              description="Compute the runs a notebook reads into its result store, e.g. in "
+                                          "the background with nohup; interrupted runs resume from their "
+                                          "checkpoints, finished ones are skipped.")
     pre.add_argument("name", help="notebook name whose gflkit/papers/<name>.py has grids(), e.g. fedska")
     pre.add_argument("--profile", default="smoke", help="a profile of that notebook (default: smoke)")
     pre.add_argument("--results", default=None, help="the notebook's results folder (default: results/<name>)")
@@ -91,12 +161,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="these seeds instead of the profile's, e.g. --seeds 0 (a first seed of every cell)")
     pre.add_argument("--device", default="auto", help="auto | cpu | cuda")
     pre.set_defaults(func=_precompute)
+    for command in (nb, pre):  # also accepted after the command; SUPPRESS keeps a value given before it
+        _add_threads_option(command, default=argparse.SUPPRESS)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gflkit`` command."""
     args = build_parser().parse_args(argv)
+    if args.threads is not None:
+        from gflkit.threads import limit_threads
+
+        limit_threads(args.threads)
     return int(args.func(args) or 0)
 
 

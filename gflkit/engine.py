@@ -42,11 +42,11 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from gflkit.algorithms.base import Algorithm
 from gflkit.atomic import atomic_write
 from gflkit.federation import Federation, LocalResult
+from gflkit.progress import progress_bar
 from gflkit.seeding import CLIENT_SAMPLING, derive_seed
 
 
@@ -226,12 +226,8 @@ def run_rounds(
         done, records, local_scores = checkpoint.load(fed, algorithm)
         first_round = done + 1
     partial = schedule.clients_per_round is not None and schedule.clients_per_round < fed.num_clients
-    bar = tqdm(
-        range(first_round, schedule.rounds + 1),
-        desc=description or algorithm.name,
-        disable=not progress,
-        leave=False,
-    )
+    bar = progress_bar(range(first_round, schedule.rounds + 1), desc=description or algorithm.name,
+                       enabled=progress, initial=first_round - 1, total=schedule.rounds)
     for round in bar:
         clients = sample_clients(fed.num_clients, schedule.clients_per_round, fed.seed, round)
         results = train_round(fed, algorithm, clients, round)

@@ -29,9 +29,11 @@ from gflkit.data.subgraphs import PARTITIONERS, ClientGraph, make_subgraph_clien
 from gflkit.engine import Checkpoint, Schedule, run_rounds
 from gflkit.federation import Federation, GraphFederation
 from gflkit.models import MODELS, build_model
+from gflkit.progress import progress_bar
 from gflkit.results import ResultStore
 from gflkit.seeding import MODEL_INIT, derive_seed
 from gflkit.tasks import GRAPH_TASKS, TASKS, build_task
+from gflkit.threads import limit_threads
 from gflkit.training import TrainConfig
 
 POOLS = ("all", "train")
@@ -283,10 +285,11 @@ def run_grid(
     ``columns(config)`` adds per-run columns (e.g. ``{"q": 2}``) so that the records of a grid can be
     grouped by what varied.
     """
-    frames = [
-        run(config, data_root, store, device).assign(**(columns(config) if columns else {}))
-        for config in configs
-    ]
+    frames = []
+    bar = progress_bar(configs, desc="runs", unit="run", enabled=len(configs) > 1, leave=True)
+    for config in bar:
+        bar.set_postfix_str(f"{config.method} seed={config.seed}")
+        frames.append(run(config, data_root, store, device).assign(**(columns(config) if columns else {})))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -311,6 +314,7 @@ def run(
     is computed under the store's lock for it: a second process asking for the same run waits for the
     first and reads its records.
     """
+    limit_threads()  # GFLKIT_THREADS, e.g. exported by `gflkit --threads 1 notebook ...` into the kernel
     resolved = resolve_device(device)
     stored = {**config.to_dict(), "device": resolved.type}
     if store is None:

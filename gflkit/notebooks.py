@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO / "notebooks"
@@ -117,7 +119,8 @@ def execute(
     (:func:`check_parameters`, :func:`check_profile`). The notebook executes into a temporary file that
     replaces ``<output_dir>/<name>.ipynb`` only on success; a failed execution is kept as
     ``<name>.failed.ipynb`` (papermill puts the error at its top) and raises :class:`NotebookError`.
-    Returns the path of the executed notebook.
+    The kernel's output (what the notebook prints, and its progress bars as text) is streamed to this
+    process's stdout / stderr while it runs. Returns the path of the executed notebook.
     """
     import papermill
     from nbclient.exceptions import DeadKernelError
@@ -133,8 +136,10 @@ def execute(
     executed, failed = output / f"{name}.ipynb", output / f"{name}.failed.ipynb"
     running = output / f".{name}.{os.getpid()}.running.ipynb"
     try:
-        papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(source.parent),
-                                   progress_bar=False)
+        # The kernel inherits the environment: text bars, streamed to the terminal and saved readably.
+        with mock.patch.dict(os.environ, {"GFLKIT_PROGRESS": "text"}):
+            papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(source.parent),
+                                       progress_bar=False, stdout_file=sys.stdout, stderr_file=sys.stderr)
         os.replace(running, executed)
     except papermill.PapermillExecutionError as error:
         os.replace(running, failed)

@@ -62,3 +62,76 @@ def test_fedvgae_grids_are_the_notebooks_runs_on_the_datasets_present(tmp_path):
     assert len(sections["tables7_8"]) == 2 * (3 + 3)
     with pytest.raises(ValueError, match=re.escape("unknown section(s) ['table9']")):
         fedvgae.grids(params, ["table9"], data_root=tmp_path)
+
+
+def test_help_is_instant_it_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from gflkit.cli import build_parser; build_parser().format_help(); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'torch_geometric', 'numpy', 'pandas'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_notebook_help_lists_the_notebooks_their_profiles_and_examples(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["notebook", "--help"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and "``" not in out
+    assert re.search(r"fedvgae\s+profiles: smoke, ci, paper", out) and re.search(r"quickstart\s+profiles:", out)
+    assert "-p 'overrides={\"rounds\": 3}'" in out and "--threads 1" in out
+
+
+def test_version(capsys):
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"gflkit {metadata.version('gflkit')}"
+
+
+def test_threads_before_or_after_the_command(monkeypatch, capsys):
+    import torch
+
+    from gflkit.cli import build_parser
+    from gflkit.threads import limit_threads
+
+    parser = build_parser()
+    assert parser.parse_args(["--threads", "2", "precompute", "fedska"]).threads == 2
+    assert parser.parse_args(["precompute", "fedska", "--threads", "1"]).threads == 1
+    assert parser.parse_args(["precompute", "fedska"]).threads is None
+    with pytest.raises(SystemExit) as exit_:
+        parser.parse_args(["--threads", "0", "data", "list"])
+    assert exit_.value.code == 2 and "expected a positive number of threads" in capsys.readouterr().err
+    previous = torch.get_num_threads()
+    for variable in ("GFLKIT_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(variable, "")
+    try:
+        assert limit_threads() is None and torch.get_num_threads() == previous  # nothing asked: torch's default
+        monkeypatch.setenv("GFLKIT_THREADS", "1")
+        assert limit_threads() == 1 and torch.get_num_threads() == 1
+        assert limit_threads(2) == 2 and torch.get_num_threads() == 2
+        import os
+        assert os.environ["OMP_NUM_THREADS"] == "2", "a notebook kernel started now uses 2 threads too"
+        monkeypatch.setenv("GFLKIT_THREADS", "many")
+        with pytest.raises(ValueError, match="GFLKIT_THREADS='many' is not a number of threads"):
+            limit_threads()
+        with pytest.raises(ValueError, match="threads must be a positive integer"):
+            limit_threads(0)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_text_progress_bars_are_plain_text_on_stderr(monkeypatch, capsys):
+    from gflkit.progress import progress_bar
+
+    monkeypatch.setenv("GFLKIT_PROGRESS", "text")
+    assert list(progress_bar(range(3), desc="rounds", leave=True)) == [0, 1, 2]
+    err = capsys.readouterr().err
+    assert re.search(r"rounds: 100%\|#+\| 3/3", err)
+    monkeypatch.setenv("GFLKIT_PROGRESS", "off")
+    assert list(progress_bar(range(3), desc="rounds", leave=True)) == [0, 1, 2] and capsys.readouterr().err == ""
+    monkeypatch.setenv("GFLKIT_PROGRESS", "widget")
+    with pytest.raises(ValueError, match=r"GFLKIT_PROGRESS='widget' is not a progress mode; use one of"):
+        progress_bar(range(3), desc="rounds")

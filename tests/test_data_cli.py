@@ -136,3 +136,16 @@ def test_a_root_that_is_not_a_folder_is_an_error_not_a_list_of_missing_datasets(
     captured = capsys.readouterr()
     assert f"the data root {root} {'is a file' if kind == 'file' else 'does not exist'}" in captured.err
     assert "missing" not in captured.out
+
+
+def test_clean_removes_caches_and_keeps_raw_files(fixture_root, tmp_path, capsys):
+    from gflkit.data import load_dataset
+
+    raw_before = sorted(p for p in fixture_root.rglob("*"))
+    load_dataset("mnist", fixture_root)
+    assert list((tmp_path / "cache" / "mnist").glob("mnist-*.pt"))
+    assert run("clean", "mnist", "--root", str(fixture_root)) == 0
+    out = capsys.readouterr().out
+    assert "mnist: removed 2 cached file(s)" in out and "raw files are untouched" in out
+    assert not (tmp_path / "cache" / "mnist").exists() and sorted(p for p in fixture_root.rglob("*")) == raw_before
+    assert run("clean", "nonsense") == 2 and "unknown dataset 'nonsense'" in capsys.readouterr().err

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import gflkit.data.loaders.cifar as cifar
+import gflkit.data.registry as registry
 import gflkit.data.loaders.femnist as femnist
 import gflkit.data.loaders.mnist as mnist
 import gflkit.data.loaders.shakespeare as shakespeare
@@ -290,6 +291,7 @@ def test_read_only_root_is_never_written(tmp_path, monkeypatch):
     root = tmp_path / "root"
     spec, _ = make_mnist(root)
     monkeypatch.delenv("GFLKIT_CACHE")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     before = _files(root)
     dirs = [p for p in [root, *root.rglob("*")] if p.is_dir()]
@@ -308,14 +310,44 @@ def test_read_only_root_is_never_written(tmp_path, monkeypatch):
     assert list(home_cache.glob("mnist-*.pt")) and (home_cache / "sha256-index.json").is_file()
 
 
-def test_writable_root_caches_under_processed(tmp_path, monkeypatch):
+def test_derived_files_go_to_the_user_cache_not_the_root(tmp_path, monkeypatch):
     root = tmp_path / "root"
     spec, _ = make_mnist(root)
     monkeypatch.delenv("GFLKIT_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    before = _files(root)
     with registered(spec):
         load_dataset("mnist", root)
-    assert list((root / "mnist" / "processed").glob("mnist-*.pt"))
-    assert not [p for p in (root / "mnist" / "processed").iterdir() if p.name.endswith(".tmp")]
+        verify_dataset("mnist", root, full=False)
+    assert _files(root) == before  # no index, no processed/ folder in a writable root either
+    user = tmp_path / "xdg" / "gflkit" / "mnist"
+    assert list(user.glob("mnist-*.pt")) and not [p for p in user.iterdir() if p.name.endswith((".tmp", ".part"))]
+
+
+def test_cache_file_with_other_contents_is_rebuilt(tmp_path):
+    spec, _ = make_mnist(tmp_path / "root")
+    with registered(spec):
+        first = load_dataset("mnist", tmp_path / "root")
+        (cached,) = (tmp_path / "cache" / "mnist").glob("mnist-*.pt")
+        torch.save({"edge_index": torch.zeros(2, 1)}, cached)  # well-formed, but another conversion
+        with pytest.warns(RuntimeWarning, match="does not hold the conversion"):
+            second = load_dataset("mnist", tmp_path / "root")
+        third = load_dataset("mnist", tmp_path / "root")  # the rebuilt file is trusted again, silently
+    assert torch.equal(first.x, second.x) and torch.equal(first.x, third.x) and torch.equal(first.y, third.y)
+
+
+def test_clean_cache_removes_only_derived_files(tmp_path):
+    root = tmp_path / "root"
+    spec, _ = make_mnist(root)
+    raw_before = _files(root)
+    with registered(spec):
+        load_dataset("mnist", root)
+        folder = tmp_path / "cache" / "mnist"
+        (folder / "notes.txt").write_text("a user's file")
+        removed = registry.clean_cache("mnist", root)
+        assert {p.name for p in removed} >= {"sha256-index.json"} and any(p.suffix == ".pt" for p in removed)
+        assert [p.name for p in folder.iterdir()] == ["notes.txt"] and _files(root) == raw_before
+        assert registry.clean_cache("mnist", root) == []
 
 
 # ------------------------------------------------------------------------------------- real data (CI)

@@ -72,20 +72,25 @@ def test_data_root_precedence(tmp_path, monkeypatch):
 def test_cache_dir_precedence(tmp_path, monkeypatch):
     assert cache_dir("mnist", tmp_path / "root") == tmp_path / "cache" / "mnist"
     monkeypatch.delenv("GFLKIT_CACHE")
-    writable = tmp_path / "root"
-    (writable / "mnist" / "raw").mkdir(parents=True)
-    assert cache_dir("mnist", writable) == writable / "mnist" / "processed"
-    readonly = tmp_path / "ro"
-    (readonly / "mnist" / "raw").mkdir(parents=True)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    try:
-        for p in (readonly / "mnist" / "raw", readonly / "mnist", readonly):
-            p.chmod(0o555)
-        assert not registry.is_writable(readonly / "mnist" / "processed")
-        assert cache_dir("mnist", readonly) == tmp_path / "home" / ".cache" / "gflkit" / "mnist"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    root = tmp_path / "root"
+    (root / "mnist" / "raw").mkdir(parents=True)
+    assert cache_dir("mnist", root) == tmp_path / "xdg" / "gflkit" / "mnist"  # the per-user cache first
+    (tmp_path / "xdg").mkdir()
+    (tmp_path / "xdg").chmod(0o555)
+    try:  # no writable per-user cache: beside the raw files, in the dataset's own folder
+        assert cache_dir("mnist", root) == root / "mnist" / "processed"
+        assert cache_dir("cora", root) == root / "planetoid" / "Cora" / "processed"  # never a new top-level cora/
+        (root / "mnist" / "raw").chmod(0o555)
+        (root / "mnist").chmod(0o555)
+        root.chmod(0o555)
+        assert cache_dir("mnist", root) == tmp_path / "xdg" / "gflkit" / "mnist"  # nothing writable: not cached
     finally:
-        for p in (readonly, readonly / "mnist", readonly / "mnist" / "raw"):
-            p.chmod(0o755)
+        for path in (tmp_path / "xdg", root, root / "mnist", root / "mnist" / "raw"):
+            path.chmod(0o755)
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert registry.user_cache_root() == tmp_path / "home" / ".cache" / "gflkit"
 
 
 def test_atomic_write_leaves_nothing_on_error(tmp_path):

@@ -114,5 +114,5 @@ def test_method_options_are_completed_so_equal_runs_share_one_key():
 
     implicit = RunConfig(**SMALL, method="fedprox")
     explicit = RunConfig(**SMALL, method="fedprox", method_options={"mu": 0.01})
-    assert implicit.method_options == {"mu": 0.01}
+    assert implicit.method_options == {"mu": 0.01, "share": "all"}
     assert config_key(implicit.to_dict()) == config_key(explicit.to_dict())

@@ -8,6 +8,7 @@ import pytest
 papermill = pytest.importorskip("papermill")
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,19 @@ def test_a_failed_execution_keeps_the_good_notebook_and_sets_the_failed_one_asid
     assert (tmp_path / "quickstart.ipynb").read_text() == "good"
     assert "at the top" in (tmp_path / "quickstart.failed.ipynb").read_text()
     assert not list(tmp_path.glob(".*running*")), "no temporary notebook left behind"
+
+
+def test_a_killed_kernel_says_what_to_do(monkeypatch, tmp_path):
+    from nbclient.exceptions import DeadKernelError
+
+    def die(source, output, **kwargs):
+        Path(output).write_text("{}")
+        raise DeadKernelError("Kernel died")
+
+    monkeypatch.setattr(papermill, "execute_notebook", die)
+    with pytest.raises(NotebookError, match="the kernel died .* run the same command again .* resumes from its last"):
+        execute("quickstart", "smoke", tmp_path)
+    assert (tmp_path / "quickstart.failed.ipynb").exists() and not (tmp_path / "quickstart.ipynb").exists()
 
 
 def test_a_profile_whose_required_data_are_missing_fails_with_the_files_to_put_where(tmp_path, monkeypatch):
@@ -149,8 +163,12 @@ def test_jgesr_notebook_writes_table1_figures_and_claims(tmp_path):
         assert (tmp_path / figure).stat().st_size > 10_000
 
 
-def test_a_subset_of_methods_still_writes_every_claim_with_those_it_cannot_check_not_run(tmp_path):
+def test_a_subset_of_methods_still_writes_every_claim_with_those_it_cannot_check_not_run(tmp_path, capfd):
     execute("quickstart", "smoke", tmp_path, {"overrides": {"methods": ["local", "fedavg"]}})
+    streamed = capfd.readouterr()  # the kernel's output reached the terminal while it ran
+    assert re.search(r"runs: 100%\|#+\| \d+/\d+", streamed.err) and "fedavg seed=0" in streamed.err
+    saved = (tmp_path / "quickstart.ipynb").read_text()
+    assert "widget-view" not in saved and "runs: 100%|" in saved, "progress is saved as readable text"
     claims = pd.read_csv(tmp_path / "claims.csv")
     assert len(claims) == 3
     assert claims["verdict"].iloc[0] == "not run" and "fedprox" in claims["evidence"].iloc[0]

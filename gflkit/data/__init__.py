@@ -2,67 +2,54 @@
 
 ``load_dataset(name, root=None, download=True, **options)`` returns the pooled official train + test
 samples of a registered dataset (``dataset_names()``) with an ``is_test`` marker and natural users.
-Raw files live under ``<root>/<name>/raw/`` (root: argument, else ``$GFLKIT_DATA``, else the checkout's ``data/``), are
-verified against pinned sha256 values, and are converted once into a tensor cache (``$GFLKIT_CACHE``,
-else ``<root>/<name>/processed``, else ``~/.cache/gflkit``). See :mod:`gflkit.data.registry`.
+Raw files live under ``<root>/<name>/raw/`` (root: argument, else ``$GFLKIT_DATA``, else the checkout's
+``data/``), are verified against pinned sha256 values, and are converted once into a tensor cache
+(``$GFLKIT_CACHE``, else the per-user cache ``~/.cache/gflkit``, else ``<root>/<folder>/processed``).
+See :mod:`gflkit.data.registry`.
 
 Graph datasets (``cora``, ``citeseer``, ``pubmed``, ``cora_full``, ``polblogs``) load with
 ``load_graph(name, root=None)`` as one :class:`torch_geometric.data.Data`; :mod:`gflkit.data.subgraphs`
 cuts a graph into subgraph clients (``metis`` / ``louvain``) with per-client node and link splits.
+
+The names below are imported on first use (PEP 562), so ``import gflkit.data`` — and the ``gflkit``
+command's help — does not pay for torch and torch_geometric. The partitioning function is
+``gflkit.data.partition.partition`` (the package attribute ``partition`` is that module).
 """
-from gflkit.data.dataset import SampleDataset
-from gflkit.data.registry import (
-    ChecksumError,
-    DataError,
-    DatasetNotFoundError,
-    DatasetSpec,
-    DownloadError,
-    FileStatus,
-    RawFile,
-    UnknownDatasetError,
-    cache_dir,
-    data_root,
-    dataset_names,
-    fetch_dataset,
-    get_spec,
-    load_dataset,
-    load_graph,
-    register,
-    registered,
-    sha256_file,
-    verify_dataset,
-)
+from __future__ import annotations
 
-from gflkit.data.partition import (
-    SCHEMES,
-    ClientSplit,
-    dirichlet,
-    iid,
-    label_counts,
-    label_shards,
-    natural,
-    partition,
-    split_by_marker,
-    train_test_split,
-)
-from gflkit.data.subgraphs import (
-    PARTITIONERS,
-    ClientGraph,
-    LinkSplit,
-    make_subgraph_clients,
-    partition_graph,
-    split_links,
-    split_nodes,
-)
+import importlib
+from typing import Any
 
-__all__ = [
-    "SCHEMES", "ClientSplit", "dirichlet", "iid", "label_counts", "label_shards", "natural", "partition",
-    "split_by_marker", "train_test_split",
-    "PARTITIONERS", "ClientGraph", "LinkSplit", "make_subgraph_clients", "partition_graph", "split_links",
-    "split_nodes",
-    "ChecksumError", "DataError", "DatasetNotFoundError", "DatasetSpec", "DownloadError", "FileStatus",
-    "RawFile", "SampleDataset", "UnknownDatasetError", "cache_dir", "data_root", "dataset_names",
-    "fetch_dataset", "get_spec", "load_dataset", "load_graph", "register", "registered", "sha256_file",
-    "verify_dataset",
-]
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "gflkit.data.dataset": ("SampleDataset",),
+    "gflkit.data.registry": (
+        "ChecksumError", "DataError", "DatasetNotFoundError", "DatasetSpec", "DownloadError", "FileStatus",
+        "RawFile", "UnknownDatasetError", "cache_dir", "clean_cache", "data_root", "dataset_names",
+        "fetch_dataset", "get_spec", "load_dataset", "load_graph", "register", "registered", "sha256_file",
+        "verify_dataset",
+    ),
+    "gflkit.data.partition": (
+        "SCHEMES", "ClientSplit", "dirichlet", "iid", "label_counts", "label_shards", "natural",
+        "split_by_marker", "train_test_split",
+    ),
+    "gflkit.data.subgraphs": (
+        "PARTITIONERS", "ClientGraph", "LinkSplit", "make_subgraph_clients", "partition_graph", "split_links",
+        "split_nodes",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gflkit.data' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,4 +1,4 @@
-"""``gflkit data list | verify | fetch``: inspect, check and download the registered datasets.
+"""``gflkit data list | verify | fetch | clean``: inspect, check, download and un-cache the datasets.
 
 Wired into the ``gflkit`` command by :func:`add_data_commands`; every handler returns an exit code.
 """
@@ -14,6 +14,8 @@ from gflkit.data.registry import (
     DatasetSpec,
     FileStatus,
     UnknownDatasetError,
+    cache_dir,
+    clean_cache,
     data_root,
     dataset_names,
     fetch_dataset,
@@ -171,12 +173,31 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
     return code
 
 
+def _cmd_clean(args: argparse.Namespace) -> int:
+    names = list(dict.fromkeys(args.names)) or dataset_names()
+    try:
+        specs = [get_spec(n) for n in names]
+    except UnknownDatasetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    root = data_root(args.root)
+    total = 0
+    for spec in specs:
+        removed = clean_cache(spec.name, root)
+        total += len(removed)
+        if removed or args.names:
+            where = sorted({str(p.parent) for p in removed}) or [str(cache_dir(spec.name, root))]
+            print(f"{spec.name}: removed {len(removed)} cached file(s) from {', '.join(where)}")
+    print(f"{total} cached file(s) removed; raw files are untouched")
+    return 0
+
+
 def add_data_commands(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``data list | verify | fetch`` to the ``gflkit`` command; handlers return an exit code."""
+    """Add ``data list | verify | fetch | clean`` to the ``gflkit`` command; handlers return an exit code."""
     data = subparsers.add_parser("data", help="list, verify and download datasets",
                                  description="Raw files live under <root>/<name>/raw/ (root: --root, else "
                                              "$GFLKIT_DATA, else the checkout's data/).")
-    commands = data.add_subparsers(dest="data_command", required=True, metavar="{list,verify,fetch}")
+    commands = data.add_subparsers(dest="data_command", required=True, metavar="{list,verify,fetch,clean}")
 
     def root_option(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--root", type=Path, default=None,
@@ -206,3 +227,12 @@ def add_data_commands(subparsers: argparse._SubParsersAction) -> None:
     fetch.add_argument("--timeout", type=float, default=60.0, help="network timeout in seconds (default 60)")
     fetch.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     fetch.set_defaults(func=_cmd_fetch)
+
+    clean = commands.add_parser("clean", help="delete converted-tensor caches and hash indexes (raw files stay)",
+                                description="Delete gflkit's derived files (converted tensors, sha256 index) of "
+                                            "the named datasets, or of all, from every cache location: "
+                                            "$GFLKIT_CACHE, the per-user cache (~/.cache/gflkit) and "
+                                            "<root>/<folder>/processed. They are rebuilt on the next load.")
+    clean.add_argument("names", nargs="*", metavar="NAME", help="datasets to clean (default: all)")
+    root_option(clean)
+    clean.set_defaults(func=_cmd_clean)

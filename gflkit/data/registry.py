@@ -21,9 +21,12 @@ them to tensors once and caches the converted form with :func:`torch.save`. Grap
 
 Converted-tensor cache
 ----------------------
-``$GFLKIT_CACHE/<name>/`` if ``GFLKIT_CACHE`` is set, else ``<root>/<name>/processed/`` when the root is
-writable, else ``~/.cache/gflkit/<name>/``. Cached files are named by a hash of the raw files' sha256, the
-loader options and the loader's format version, so a changed raw file never reuses a stale conversion.
+``$GFLKIT_CACHE/<name>/`` if ``GFLKIT_CACHE`` is set, else the per-user ``$XDG_CACHE_HOME/gflkit/<name>/``
+(``~/.cache/gflkit/<name>/``) when writable, else ``<root>/<folder>/processed/`` beside the raw files when
+writable (:func:`cache_dir`); nothing derived is written anywhere else. Cached files are named by a hash
+of the raw files' sha256, the loader options and the loader's format version, so a changed raw file never
+reuses a stale conversion; each file also stores that key, and a file whose key does not match its name
+(copied or swapped) is rebuilt with a warning. :func:`clean_cache` (``gflkit data clean``) deletes them.
 The same folder holds ``sha256-index.json``, a cache of file hashes keyed by path, size, mtime, ctime and
 inode; :func:`load_dataset` (when a converted copy exists) and ``gflkit data list`` may use it, while
 :func:`verify_dataset` (``gflkit data verify``) always hashes every byte. All writes are atomic (temporary
@@ -57,19 +60,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
-import torch
-
 from gflkit.atomic import atomic_write
-from gflkit.data.dataset import SampleDataset
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # torch is imported where tensors are read or written, so listing datasets stays light
     from torch_geometric.data import Data
+
+    from gflkit.data.dataset import SampleDataset
 
 __all__ = [
     "ChecksumError", "DataError", "DatasetNotFoundError", "DatasetSpec", "DownloadError", "FileStatus",
-    "RawFile", "UnknownDatasetError", "atomic_write", "cache_dir", "cached_conversion", "data_root",
+    "RawFile", "UnknownDatasetError", "atomic_write", "cache_dir", "cached_conversion", "clean_cache", "data_root",
     "dataset_names", "download_files", "fetch_dataset", "get_spec", "is_writable", "load_dataset", "load_graph",
-    "register", "registered", "reject_options", "require_files", "sha256_file", "verify_dataset",
+    "register", "registered", "reject_options", "require_files", "sha256_file", "user_cache_root", "verify_dataset",
 ]
 
 _CHECKOUT = Path(__file__).resolve().parents[2]
@@ -82,6 +84,7 @@ ENV_OFFLINE = "GFLKIT_OFFLINE"
 DEFAULT_TIMEOUT = 60.0
 _CHUNK = 1 << 20
 _HASH_INDEX = "sha256-index.json"
+_CACHE_KEY = "__gflkit_cache_key__"
 
 
 # ----------------------------------------------------------------------------------------------- errors
@@ -293,19 +296,49 @@ def is_writable(path: str | Path) -> bool:
     return p.is_dir() and os.access(p, os.W_OK | os.X_OK) and bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
-def cache_dir(name: str, root: str | Path | None = None) -> Path:
-    """Writable folder for ``name``'s converted tensors and hash index (not created here).
+def user_cache_root() -> Path:
+    """The per-user cache folder: ``$XDG_CACHE_HOME/gflkit``, else ``~/.cache/gflkit``."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser().absolute() / "gflkit"
 
-    ``$GFLKIT_CACHE/<name>`` if set, else ``<root>/<name>/processed`` when the root is writable,
-    else ``~/.cache/gflkit/<name>``.
+
+def cache_dir(name: str, root: str | Path | None = None) -> Path:
+    """Folder for ``name``'s converted tensors and hash index (not created here).
+
+    ``$GFLKIT_CACHE/<name>`` if set; else the per-user ``<user cache>/<name>`` (:func:`user_cache_root`)
+    when writable; else ``<root>/<folder>/processed`` beside the raw files (``folder`` as in
+    :meth:`DatasetSpec.raw_dir`, e.g. ``planetoid/Cora/processed``) when writable; else the per-user one
+    (conversions are then not cached, with a warning). A dataset's derived files are only ever written
+    to this one folder.
     """
     env = os.environ.get(ENV_CACHE)
     if env:
         return Path(env).expanduser().absolute() / name
-    processed = data_root(root) / name / "processed"
-    if is_writable(processed):
-        return processed
-    return Path.home() / ".cache" / "gflkit" / name
+    user = user_cache_root() / name
+    beside_raw = get_spec(name).raw_dir(root).parent / "processed"
+    return next((folder for folder in (user, beside_raw) if is_writable(folder)), user)
+
+
+def clean_cache(name: str, root: str | Path | None = None) -> list[Path]:
+    """Delete ``name``'s converted tensors and hash index from every cache location; return the deleted files.
+
+    Only gflkit's own files (``<name>-*.pt``, ``<name>.pt``, the hash index) are removed, so a PyG
+    ``processed/`` folder beside the raw files keeps PyG's files. Raw files are never touched.
+    """
+    env = os.environ.get(ENV_CACHE)
+    folders = [Path(env).expanduser().absolute() / name] if env else []
+    folders += [user_cache_root() / name, get_spec(name).raw_dir(root).parent / "processed"]
+    removed = []
+    for folder in dict.fromkeys(folders):
+        if not folder.is_dir() or not is_writable(folder):
+            continue
+        for path in [*folder.glob(f"{name}-*.pt"), *folder.glob(f"{name}.pt"), folder / _HASH_INDEX]:
+            if path.is_file():
+                path.unlink()
+                removed.append(path)
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when nothing else is left in it
+    return removed
 
 
 # -------------------------------------------------------------------------------------------- hashing
@@ -640,22 +673,40 @@ def cached_conversion(spec: DatasetSpec, root: str | Path | None, raws: Sequence
     cached = folder / f"{spec.name}{'-' + variant if variant else ''}-{key}.pt"
     if cached.is_file():
         _check_hashes(spec, raws, root_path, full=False)
-        try:
-            return torch.load(cached, map_location="cpu", weights_only=True)
-        except Exception as exc:  # a damaged cache file is rebuilt, never trusted
-            warnings.warn(f"ignoring unreadable cache file {cached}: {exc}", RuntimeWarning, stacklevel=2)
+        stored = _read_cache(cached, key)
+        if stored is not None:
+            return stored
     _check_hashes(spec, raws, root_path, full=True)
     converted = convert({r.path: spec.raw_dir(root_path) / r.path for r in raws})
     try:
         if is_writable(folder):
+            import torch
+
             with atomic_write(cached) as handle:
-                torch.save(converted, handle)
+                torch.save({**converted, _CACHE_KEY: key}, handle)
         else:
             warnings.warn(f"cache folder {folder} is not writable; converted tensors are not cached "
                           f"(set {ENV_CACHE} to a writable folder)", RuntimeWarning, stacklevel=2)
     except OSError as exc:
         warnings.warn(f"could not cache converted tensors in {folder}: {exc}", RuntimeWarning, stacklevel=2)
     return converted
+
+
+def _read_cache(path: Path, key: str) -> dict[str, Any] | None:
+    """The converted dict stored in ``path``, or None (with a warning: it is rebuilt) when the file is
+    unreadable or is not the conversion its name says (a copied or swapped cache file)."""
+    import torch
+
+    try:
+        stored = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a damaged cache file is rebuilt, never trusted
+        warnings.warn(f"ignoring unreadable cache file {path} (rebuilding it): {exc}", RuntimeWarning, stacklevel=3)
+        return None
+    if not isinstance(stored, dict) or stored.get(_CACHE_KEY) != key:
+        warnings.warn(f"ignoring cache file {path}: it does not hold the conversion its name says "
+                      "(rebuilding it)", RuntimeWarning, stacklevel=3)
+        return None
+    return {k: v for k, v in stored.items() if k != _CACHE_KEY}
 
 
 # --------------------------------------------------------------------------------------- entry points

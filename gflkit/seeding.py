@@ -20,6 +20,8 @@ EDGE_SAMPLING = 2**32 + 6
 UPLOAD_CHANNEL = 2**32 + 7
 FEDSAGE = 2**32 + 0x5A6E
 FEDPUB_PROXY = 2**32 + 0xFED9B
+FEDATT_NOISE = 2**32 + 0xFEDA7
+SFL_GRAPH = 2**32 + 0x5F1
 
 
 def derive_seed(seed: int, *keys: int) -> int:

@@ -3,9 +3,10 @@ import pytest
 import torch
 
 from gflkit.algorithms import build_algorithm
-from gflkit.algorithms.sfl import graph_propagate
+from gflkit.algorithms.sfl import graph_propagate, self_loop_propagation
 from gflkit.engine import Schedule, run_rounds
 from gflkit.graphs import given_graph
+from gflkit.training import LocalStep
 
 from conftest import make_federation, run_full_and_resumed
 
@@ -30,14 +31,14 @@ def test_server_propagates_all_personalised_models_and_reads_out_their_mean():
     algorithm = build_algorithm("sfl")
     algorithm.setup(fed)
     assert torch.equal(algorithm.adjacency, given_graph(fed))
-    algorithm.adjacency = PATH4
-    assert torch.allclose(algorithm.propagation()[:2, :3], PROPAGATION3[:2])  # rows 0, 1 as on the 3-path
+    algorithm.propagation = self_loop_propagation(PATH4)
+    assert torch.allclose(algorithm.propagation[:2, :3], PROPAGATION3[:2])  # rows 0, 1 as on the 3-path
     updates = torch.randn(2, fed.dim)
     algorithm.aggregate(fed, torch.tensor([0, 2]), updates, 1)
     models = fed.initial.repeat(4, 1)
     models[torch.tensor([0, 2])] = updates
     assert torch.equal(fed.models, models)
-    expected = graph_propagate(algorithm.propagation(), models, layers=3)
+    expected = graph_propagate(algorithm.propagation, models, layers=3)
     assert torch.allclose(algorithm.aggregated, expected)
     assert torch.allclose(fed.global_model, expected.mean(0))
     assert torch.equal(algorithm.evaluation_models(fed), algorithm.aggregated), "server protocol: u_k"
@@ -87,13 +88,74 @@ def test_local_training_starts_from_the_chosen_model(start):
     ({"layers": 0}, "sfl layers must be an integer >= 1"),
     ({"alpha": 1.5}, r"sfl alpha must lie in \[0, 1\]"),
     ({"start": "server"}, "sfl start must be one of"),
-    ({"graph": "learned"}, "graph must be one of"),
+    ({"graph": "knn"}, "graph must be one of"),
+    ({"smoothing": "ema"}, "sfl smoothing must be one of"),
+    ({"learn_target": "cosine"}, "sfl learn_target must be one of"),
+    ({"learn_k": 0}, "sfl learn_k must be an integer >= 1"),
+    ({"smoothing_rate": 0.0}, r"sfl smoothing_rate must lie in \(0, 1\]"),
+    ({"share": "half"}, "share must be one of"),
 ])
 def test_invalid_params_are_rejected(options, message):
     with pytest.raises(ValueError, match=message):
         build_algorithm("sfl", **options)
 
 
-def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path):
-    run = run_full_and_resumed(make_federation, lambda: build_algorithm("sfl"), tmp_path / "checkpoint.pt")
+@pytest.mark.parametrize("options", [{}, {"graph": "learned", "learn_k": 2}, {"share": "encoder"},
+                                     {"graph": "learned", "learn_k": 2, "share": "head", "smoothing": "given"}])
+def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path, options):
+    run = run_full_and_resumed(make_federation, lambda: build_algorithm("sfl", **options), tmp_path / "checkpoint.pt")
     pd.testing.assert_frame_equal(run.full, run.resumed)
+    assert torch.equal(run.full_algorithm.aggregated, run.resumed_algorithm.aggregated)
+
+
+# ------------------------------------------------------------------------------------------------- SFL*
+def test_learned_graph_is_relearned_every_round_and_smoothed_with_the_previous_one():
+    fed, algorithm = run(3, graph="learned", learn_k=2)
+    assert algorithm.adjacency is None and len(algorithm.fit_losses) == 3
+    propagation = algorithm.propagation
+    assert torch.allclose(propagation.sum(1), torch.ones(4)) and bool((propagation >= 0).all())
+    fresh = build_algorithm("sfl", graph="learned", learn_k=2)
+    fresh.setup(make_federation())
+    first = fresh.learn_propagation(fed, 1)
+    second_new = fresh.learn_propagation(fed, 2)  # no prior yet in the fresh object: the new graph itself
+    fresh.propagation = first
+    assert torch.allclose(fresh.learn_propagation(fed, 2), 0.95 * first + 0.05 * second_new)
+    assert set(algorithm.artifacts()) == {"propagation", "fit_loss"}
+
+
+def test_code_smoothing_mixes_with_the_given_graph_and_none_uses_the_learned_graph_alone():
+    fed = make_federation()
+    given = build_algorithm("sfl", graph="learned", learn_k=2, smoothing="given")
+    alone = build_algorithm("sfl", graph="learned", learn_k=2, smoothing="none")
+    given.setup(fed)
+    alone.setup(fed)
+    new = alone.learn_propagation(fed, 1)
+    assert torch.allclose(given.learn_propagation(fed, 1), 0.95 * self_loop_propagation(given_graph(fed)) + 0.05 * new)
+
+
+# -------------------------------------------------------------------------------------- SFL+Per, SFL+LG
+@pytest.mark.parametrize("share", ["encoder", "head"])
+def test_partial_sfl_propagates_only_the_shared_entries_and_personal_entries_never_mix(share):
+    fed, algorithm = run(2, share=share)
+    shared = algorithm.shared
+    assert 0 < int(shared.sum()) < fed.dim
+    assert torch.equal(algorithm.aggregated[:, ~shared], fed.models[:, ~shared]), "u_k = v_k where not shared"
+    expected = graph_propagate(algorithm.propagation, fed.models, layers=3)
+    assert torch.allclose(algorithm.aggregated[:, shared], expected[:, shared])
+    poisoned = fed.models.clone()
+    poisoned[1, ~shared] = float("nan")  # a client's personal entries reach nobody else's model
+    fed.models = poisoned
+    algorithm.aggregate(fed, torch.tensor([0, 1, 2, 3]), torch.zeros(4, fed.dim), 3)
+    assert not algorithm.aggregated[torch.tensor([0, 2, 3])].isnan().any()
+
+
+def test_partial_sfl_pulls_act_on_shared_entries_only():
+    fed, algorithm = run(2, share="encoder", lam_graph=1.0, lam_global=0.0)
+    anchor_far = algorithm.aggregated.clone()
+    anchor_far[:, ~algorithm.shared] += 100.0  # unshared targets are ignored: no pull, no loss
+    algorithm.aggregated = anchor_far
+    fed.flat.load(fed.models[0])
+    step = LocalStep(client=0, round=3, model=fed.flat.module, x=None, y=None, features=None, logits=None)
+    loss = algorithm.local_loss(fed, step)
+    expected = 0.5 * (fed.models[0] - anchor_far[0])[algorithm.shared].pow(2).sum()
+    assert torch.allclose(loss, expected)

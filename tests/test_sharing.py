@@ -66,8 +66,27 @@ def test_moon_contrasts_against_the_whole_previous_model_under_partial_sharing()
 
 
 def test_bad_share_values_are_rejected_with_the_choices():
-    with pytest.raises(ValueError, match=r"share must be one of \('all', 'encoder', 'first_layer'\), got 'head'"):
-        build_algorithm("fedavg", share="head")
+    with pytest.raises(ValueError, match=r"share must be one of \('all', 'encoder', 'head', 'first_layer'\), got 'top'"):
+        build_algorithm("fedavg", share="top")
     fed = make_federation()
     with pytest.raises(ValueError, match="share='first_layer' needs a model with a common first layer"):
         shared_mask(fed, "first_layer")
+
+
+@pytest.mark.parametrize("method, share", [("fedper", "encoder"), ("lg_fedavg", "head")])
+def test_fedper_and_lg_fedavg_are_masks_over_the_same_loop_and_their_personal_part_never_leaves(method, share):
+    fed = make_federation()
+    algorithm = build_algorithm(method)
+    records = run_rounds(fed, algorithm, Schedule(2), progress=False)
+    personal = ~algorithm.shared
+    head = ~shared_mask(fed, "encoder")
+    assert torch.equal(personal, head if method == "fedper" else ~head)
+    assert torch.equal(fed.global_model[personal], fed.initial[personal]), "no personal entry reached the server"
+    assert not torch.allclose(fed.models[0][personal], fed.models[1][personal])
+    same = run_rounds(make_federation(), build_algorithm("fedavg", share=share), Schedule(2), progress=False)
+    assert records.equals(same), f"{method} is FedAvg's share={share!r}, not a copy of the loop"
+
+
+def test_head_is_the_complement_of_encoder():
+    fed = make_federation()
+    assert torch.equal(shared_mask(fed, "head"), ~shared_mask(fed, "encoder"))

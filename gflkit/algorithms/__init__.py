@@ -7,7 +7,9 @@ from gflkit.algorithms.base import Algorithm
 from gflkit.algorithms.cfl import CFL
 from gflkit.algorithms.ditto import Ditto
 from gflkit.algorithms.fedamp import FedAMP
+from gflkit.algorithms.fedatt import FedAtt
 from gflkit.algorithms.fedavg import FedAvg
+from gflkit.algorithms.fedper import FedPer
 from gflkit.algorithms.fedprox import FedProx
 from gflkit.algorithms.fedpub import FedPub
 from gflkit.algorithms.fedsage import FedSage
@@ -17,6 +19,7 @@ from gflkit.algorithms.fedvgae import FedVGAE
 from gflkit.algorithms.gcfl import GCFLPlus
 from gflkit.algorithms.ifca import IFCA
 from gflkit.algorithms.jgesr import JGESR, TwoStep
+from gflkit.algorithms.lgfedavg import LGFedAvg
 from gflkit.algorithms.local import Local
 from gflkit.algorithms.moon import MOON
 from gflkit.algorithms.pfedgraph import PFedGraph
@@ -24,7 +27,7 @@ from gflkit.algorithms.sfl import SFL
 
 ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
     Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA, CFL, FedAMP, PFedGraph, JGESR, TwoStep, MOON, FedVGAE,
-    GCFLPlus, FedSage, FedPub,
+    GCFLPlus, FedSage, FedPub, FedAtt, FedPer, LGFedAvg,
 )}
 
 
@@ -38,5 +41,5 @@ def build_algorithm(name: str, **options: Any) -> Algorithm:
 __all__ = [
     "Algorithm", "ALGORITHMS", "build_algorithm",
     "FedAvg", "FedProx", "Local", "Ditto", "IFCA", "FedU", "SFL", "FedSKA", "CFL", "FedAMP", "PFedGraph",
-    "JGESR", "TwoStep", "MOON", "FedVGAE", "GCFLPlus", "FedSage", "FedPub",
+    "JGESR", "TwoStep", "MOON", "FedVGAE", "GCFLPlus", "FedSage", "FedPub", "FedAtt", "FedPer", "LGFedAvg",
 ]

@@ -117,10 +117,11 @@ class GivenGraphOptions:
     graph: str = "label_sharing"
     graph_top_labels: int | None = 5
     graph_keep_fraction: float = 1.0
+    GRAPHS = GIVEN_GRAPHS  # the values ``graph`` may take (a subclass may add its own, e.g. SFL's "learned")
 
     def __post_init__(self) -> None:
-        if self.graph not in GIVEN_GRAPHS:
-            raise ValueError(f"graph must be one of {list(GIVEN_GRAPHS)}, got {self.graph!r}")
+        if self.graph not in self.GRAPHS:
+            raise ValueError(f"graph must be one of {list(self.GRAPHS)}, got {self.graph!r}")
         if self.graph_top_labels is not None and self.graph_top_labels < 1:
             raise ValueError(f"graph_top_labels must be >= 1 or None, got {self.graph_top_labels}")
         if not 0.0 <= self.graph_keep_fraction <= 1.0:

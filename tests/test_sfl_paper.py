@@ -1,0 +1,45 @@
+"""The SFL notebook's paper module: variants, grids, the paper's numbers and the timing helper."""
+import re
+
+import pytest
+
+from gflkit.papers import reported
+from gflkit.papers import sfl
+from gflkit.profiles import resolve_profile
+
+
+def test_every_variant_maps_back_to_its_row():
+    params = resolve_profile(sfl.PROFILES, "smoke")
+    for label in sfl.VARIANTS:
+        assert sfl.variant_of(sfl.variant_config(params, label, 0)) == {"variant": label}
+    star = sfl.variant_config(params, "sfl_star", 0)
+    assert star.method == "sfl" and star.method_options["graph"] == "learned" and star.method_options["learn_k"] == 5
+
+
+def test_grids_are_the_notebooks_sections_and_reject_unknown_ones():
+    params = resolve_profile(sfl.PROFILES, "ci", seeds=[0, 1])
+    sections = sfl.grids(params)
+    assert set(sections) == set(sfl.SECTIONS)
+    assert [sfl.variant_of(c)["variant"] for c in sections["table3"][:6]] == list(sfl.TABLE3)
+    assert {c.seed for c in sections["table4"]} == {0, 1}
+    assert [(c.rounds, c.local_epochs) for c in sections["frequency"][:2]] == [(5, 2), (10, 1)]
+    assert [c.method_options["learn_steps"] for c in sections["learn_steps"][:3]] == [0, 10, 50]
+    with pytest.raises(ValueError, match=re.escape("unknown section(s) ['table9']")):
+        sfl.grids(params, ["table9"])
+    bad = resolve_profile(sfl.PROFILES, "smoke", overrides={"table3": ["fedavg", "sfl_plus"]})
+    with pytest.raises(ValueError, match=r"unknown variant\(s\) \['sfl_plus'\] in sweep entry 'table3'"):
+        sfl.grids(bad, ["table3"])
+
+
+def test_the_papers_numbers_cover_tables_2_to_5():
+    numbers = reported("sfl")
+    assert set(numbers["table"]) == {"table2", "table3", "table4", "table5"}
+    mnist = reported("sfl", "table3").query("dataset == 'mnist'").set_index("method")["value"]
+    assert mnist["sfl_star"] == 92.65 and mnist["fedavg"] == 90.96 and mnist.isna().sum() == 1  # LG-FedAvg illegible
+    assert set(numbers["method"]) <= set(sfl.VARIANTS)
+
+
+def test_time_rounds_measures_training_and_aggregation():
+    params = resolve_profile(sfl.PROFILES, "smoke", overrides={"num_clients": 4})
+    timed = sfl.time_rounds(sfl.variant_config(params, "sfl", 0), device="cpu", rounds=1, layers=5)
+    assert timed["training_s"] > 0 and timed["aggregation_s"] > 0

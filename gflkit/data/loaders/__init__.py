@@ -7,7 +7,12 @@
 | ``femnist`` | :mod:`.femnist` | LEAF json shards (gzip), 105 writers |
 | ``shakespeare`` | :mod:`.shakespeare` | TFF HDF5 (``source="tff"``) or LEAF json (``source="leaf"``) |
 | ``metr_la`` | :mod:`.metr_la` | DCRNN's ``metr-la.h5`` (pandas HDF) and sensor graph (``adj_mx.npz``) |
+| ``pems_bay`` | :mod:`.pems_bay` | DCRNN's ``pems-bay.h5`` and sensor graph (``adj_mx_bay.npz``) |
+| ``pemsd4``, ``pemsd8`` | :mod:`.pemsd` | ASTGCN's ``PEMS0x.npz`` readings and ``PEMS0x.csv`` road distances |
 | ``digits`` | :mod:`.digits` | none: scikit-learn's embedded 8×8 digits |
+
+The traffic datasets share windows, split, scaler and sample layout (:mod:`.traffic`); their sensor graphs
+load alone with :func:`.traffic.load_traffic_graph`.
 
 Graph datasets (``load_graph``):
 
@@ -26,10 +31,13 @@ from gflkit.data.loaders import (  # noqa: F401
     flickr,
     metr_la,
     mnist,
+    pems_bay,
+    pemsd,
     planetoid,
     polblogs,
     shakespeare,
+    traffic,
 )
 
-__all__ = ["cifar", "citation_full", "digits", "femnist", "flickr", "metr_la", "mnist", "planetoid", "polblogs",
-           "shakespeare"]
+__all__ = ["cifar", "citation_full", "digits", "femnist", "flickr", "metr_la", "mnist", "pems_bay", "pemsd",
+           "planetoid", "polblogs", "shakespeare", "traffic"]

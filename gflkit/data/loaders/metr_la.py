@@ -1,4 +1,10 @@
-r"""METR-LA traffic speeds (Li et al., DCRNN, ICLR 2018): 207 Los Angeles loop detectors, one client per sensor.
+r"""METR-LA traffic speeds (Li et al., DCRNN, ICLR 2018): 207 Los Angeles loop detectors, one client per sensor;
+and DCRNN's file format, which PEMS-BAY (:mod:`.pems_bay`) shares.
+
+DCRNN format (:class:`DCRNNFormat`: one frozen description per dataset; :func:`load_dcrnn` and
+:func:`dcrnn_sensor_graph` read any of them): a pandas HDF frame of readings, the pickle-free ``.npz``
+twin of DCRNN's ``adj_mx*.pkl`` sensor graph and, for METR-LA, the ids file ``graph_sensor_ids.txt``.
+Windows, split, scaler and sample layout are shared with every traffic dataset (:mod:`.traffic`).
 
 Raw files (``<root>/metr_la/raw/``), in three groups:
 
@@ -55,6 +61,8 @@ windows ``w ≡ 0 (mod k)`` (as plain tensors, 1/k of the size); ``max_windows=m
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -62,28 +70,34 @@ import numpy as np
 import torch
 
 from gflkit.data.dataset import SampleDataset
-from gflkit.data.registry import (
-    DatasetNotFoundError,
-    DatasetSpec,
-    RawFile,
-    cached_conversion,
-    get_spec,
-    register,
-    reject_options,
-    require_files,
+from gflkit.data.loaders.traffic import (
+    HORIZON,
+    STEPS,
+    check_window_options,
+    forecasting_samples,
+    register_graph_reader,
+    sensor_graph_for,
+    split_windows,
+    time_of_day,
+    train_statistics,
+    window_views,
 )
+from gflkit.data.registry import DatasetSpec, RawFile, cached_conversion, get_spec, register, require_files
+
+__all__ = ["DCRNNFormat", "HORIZON", "METR_LA", "NAME", "SPEC", "STEPS", "dcrnn_sensor_graph", "load_dcrnn",
+           "load_metr_la", "load_sensor_graph", "read_hdf_frame", "sensor_graph_for", "split_windows",
+           "time_of_day", "train_statistics", "window_views"]
 
 NAME = "metr_la"
-STEPS = 12
-HORIZON = 12
 TRAIN_FRACTION = 0.7
 TEST_FRACTION = 0.2
 DCRNN_COMMIT = "602afd9d767d3aa1c9b3eac51710d6aeee12c227"
 SOURCE = "https://github.com/liyaguang/DCRNN"
-_DCRNN_RAW = f"https://raw.githubusercontent.com/liyaguang/DCRNN/{DCRNN_COMMIT}/data/sensor_graph/"
-#: Git-LFS mirror of metr-la.h5 (wmmxk/MTGNNData); its LFS pointer pins the sha256 below.
-H5_MIRROR = ("https://media.githubusercontent.com/media/wmmxk/MTGNNData/"
-             "942057b5581f0140c5db05280e89050a7e9f9228/metr-la.h5")
+#: DCRNN's ``data/sensor_graph/`` at :data:`DCRNN_COMMIT` (the graph files of METR-LA and PEMS-BAY).
+DCRNN_RAW = f"https://raw.githubusercontent.com/liyaguang/DCRNN/{DCRNN_COMMIT}/data/sensor_graph/"
+#: Git-LFS mirror of DCRNN's h5 files (wmmxk/MTGNNData) at this commit; its LFS pointers pin their sha256.
+LFS_MIRROR = "https://media.githubusercontent.com/media/wmmxk/MTGNNData/942057b5581f0140c5db05280e89050a7e9f9228/"
+H5_MIRROR = LFS_MIRROR + "metr-la.h5"
 OBTAIN = (
     "metr-la.h5 is distributed by DCRNN (README 'Data Preparation') on Google Drive "
     "(https://drive.google.com/open?id=10FOTa6HXPqX8Pf5WRoRwcFnW9BrNZEIX) and Baidu Yun "
@@ -95,7 +109,30 @@ OBTAIN = (
 )
 
 
-# ------------------------------------------------------------------------------------------ the dataset
+@dataclass(frozen=True)
+class DCRNNFormat:
+    """A dataset in DCRNN's format: which raw files hold its readings and sensor graph.
+
+    Attributes:
+        name: the registry name (``metr_la``, ``pems_bay``).
+        readings: the pandas HDF file of readings (group ``readings``), e.g. ``metr-la.h5``.
+        graph: the pickle-free sensor graph (group ``graph``), e.g. ``adj_mx.npz``.
+        hdf_key: the HDFStore key of the readings' DataFrame (``df`` in ``metr-la.h5``, ``speed`` in
+            ``pems-bay.h5``).
+        ids_file: a file listing the graph's sensor ids comma-separated (``graph_sensor_ids.txt``), checked
+            against the ``.npz``; None when the dataset has none (its ids then come from the ``.npz``).
+    """
+
+    name: str
+    readings: str
+    graph: str
+    hdf_key: str = "df"
+    ids_file: str | None = None
+
+
+METR_LA = DCRNNFormat(NAME, "metr-la.h5", "adj_mx.npz", hdf_key="df", ids_file="graph_sensor_ids.txt")
+
+
 # ----------------------------------------------------------------------------------- reading the h5 file
 def _datetime_unit(kind: str) -> str:
     match = re.fullmatch(r"datetime64(?:\[(\w+)\])?", kind)
@@ -123,7 +160,7 @@ def read_hdf_frame(path: str | Path, key: str = "df") -> tuple[np.ndarray, np.nd
             raise ValueError(f"{path}: expected a DataFrame with one float block, got {group.attrs.get('nblocks')}")
         axis1 = group["axis1"]
         if "tz" in axis1.attrs:
-            raise ValueError(f"{path}: a time-zone-aware index is not supported (METR-LA's is naive local time)")
+            raise ValueError(f"{path}: a time-zone-aware index is not supported (DCRNN's files use naive local time)")
         unit = _datetime_unit(_text(axis1.attrs.get("kind", b"")))
         index = axis1[()].astype(np.int64).astype(f"datetime64[{unit}]")
         columns = [_text(c) for c in group["axis0"][()]]
@@ -138,59 +175,32 @@ def read_hdf_frame(path: str | Path, key: str = "df") -> tuple[np.ndarray, np.nd
     return values, index, columns
 
 
-def time_of_day(index: np.ndarray) -> np.ndarray:
-    """Fraction of the day elapsed at each timestamp, in ``[0, 1)`` (DCRNN's ``time_in_day``)."""
-    return ((index - index.astype("datetime64[D]")) / np.timedelta64(1, "D")).astype(np.float64)
-
-
-def _convert(paths: dict[str, Path]) -> dict[str, Any]:
-    values, index, columns = read_hdf_frame(paths["metr-la.h5"])
+def _convert(dataset: DCRNNFormat, paths: dict[str, Path]) -> dict[str, Any]:
+    values, index, columns = read_hdf_frame(paths[dataset.readings], dataset.hdf_key)
     return {"speed": torch.from_numpy(values.astype(np.float32)),
             "time_of_day": torch.from_numpy(time_of_day(index).astype(np.float32)),
             "sensor_ids": columns, "start": str(index[0]), "end": str(index[-1])}
 
 
-# --------------------------------------------------------------------------------------------- windows
-def split_windows(num_windows: int) -> tuple[int, int, int]:
-    """DCRNN's chronological split sizes ``(train, val, test)``: 20 % test, 70 % train (rounded), the rest val."""
-    num_test = round(num_windows * TEST_FRACTION)
-    num_train = round(num_windows * TRAIN_FRACTION)
-    return num_train, num_windows - num_train - num_test, num_test
-
-
-def train_statistics(speed: np.ndarray, num_train: int, steps: int = STEPS) -> tuple[float, float]:
-    r"""Mean and population std of the inputs of the first ``num_train`` windows, as DCRNN's scaler.
-
-    Window :math:`w` covers steps :math:`w \dots w + steps - 1`, so step :math:`t` is counted
-    :math:`c_t = |\{w < \text{num\_train}: w \le t < w + steps\}|` times (a convolution of two boxes).
-    """
-    counts = np.convolve(np.ones(num_train), np.ones(steps))
-    values = np.asarray(speed[: len(counts)], dtype=np.float64)
-    total = counts.sum() * values.shape[1]
-    mean = float(counts @ values.sum(axis=1) / total)
-    var = float(counts @ np.square(values - mean).sum(axis=1) / total)
-    return mean, float(np.sqrt(var))
-
-
-def window_views(series: torch.Tensor, target: torch.Tensor, steps: int = STEPS,
-                 horizon: int = HORIZON) -> tuple[torch.Tensor, torch.Tensor]:
-    """All (window, sensor) samples as strided views: ``x`` ``(W·S, steps, F)``, ``y`` ``(W·S, horizon)``.
-
-    ``series`` is ``(T, S, F)`` and ``target`` ``(T, S)``, both contiguous; sample ``n = w·S + s`` has
-    ``x[n] = series[w : w+steps, s]`` and ``y[n] = target[w+steps : w+steps+horizon, s]``,
-    :math:`W = T - steps - horizon + 1`. No data are copied.
-    """
-    num_steps, num_sensors, num_features = series.shape
-    if not (series.is_contiguous() and target.is_contiguous()) or target.shape != (num_steps, num_sensors):
-        raise ValueError("series (T, S, F) and target (T, S) must be contiguous tensors with the same T and S")
-    num_samples = (num_steps - steps - horizon + 1) * num_sensors
-    x = series.as_strided((num_samples, steps, num_features), (num_features, num_sensors * num_features, 1),
-                          series.storage_offset())
-    y = target.as_strided((num_samples, horizon), (1, num_sensors), target.storage_offset() + steps * num_sensors)
-    return x, y
-
-
 # -------------------------------------------------------------------------------------------- loaders
+def load_dcrnn(dataset: DCRNNFormat, spec: DatasetSpec, root: Path, *, download: bool = True, stride: int = 1,
+               max_windows: int | None = None, **options: Any) -> SampleDataset:
+    """The (window, sensor) samples of a DCRNN-format dataset, DCRNN's 70 / 10 / 20 split (:mod:`.traffic`).
+
+    Args:
+        stride: keep every ``stride``-th window (1: all, DCRNN).
+        max_windows: use only the first ``max_windows + 23`` steps of the recording (None: all).
+    """
+    check_window_options(spec, options, stride, max_windows)
+    require_files(spec, root, download=download, group="readings")
+    data = cached_conversion(spec, root, spec.files_in("readings"), partial(_convert, dataset), variant="readings")
+    return forecasting_samples(
+        spec, root, data["speed"], data["time_of_day"], list(data["sensor_ids"]), download=download, stride=stride,
+        max_windows=max_windows, fractions=(TRAIN_FRACTION, TEST_FRACTION),
+        info={"features": ["speed (z-scored with mean, std)", "time of day in [0, 1)"],
+              "target": "speed in mph, unscaled; 0 = missing reading", "start": data["start"], "end": data["end"]})
+
+
 def load_metr_la(spec: DatasetSpec, root: Path, *, download: bool = True, stride: int = 1,
                  max_windows: int | None = None, **options: Any) -> SampleDataset:
     """METR-LA (window, sensor) samples for one-client-per-sensor forecasting (see the module docstring).
@@ -199,95 +209,48 @@ def load_metr_la(spec: DatasetSpec, root: Path, *, download: bool = True, stride
         stride: keep every ``stride``-th window (1: all, DCRNN).
         max_windows: use only the first ``max_windows + 23`` steps of the recording (None: all).
     """
-    reject_options(spec, options, ["stride", "max_windows"])
-    if stride < 1:
-        raise ValueError(f"metr_la: stride must be a positive number of windows, got {stride}")
-    files = spec.files_in("readings")
-    require_files(spec, root, download=download, group="readings")
-    data = cached_conversion(spec, root, files, _convert, variant="readings")
-    speed, tod = data["speed"], data["time_of_day"]
-    if max_windows is not None:
-        if max_windows < 1:
-            raise ValueError(f"metr_la: max_windows must be positive, got {max_windows}")
-        speed, tod = speed[: max_windows + STEPS + HORIZON - 1], tod[: max_windows + STEPS + HORIZON - 1]
-    num_steps, num_sensors = speed.shape
-    num_windows = num_steps - STEPS - HORIZON + 1
-    num_train, num_val, num_test = split_windows(max(num_windows, 0))
-    if num_train < 1 or num_test < 1:
-        raise ValueError(f"metr_la: {num_steps} steps give {max(num_windows, 0)} windows, too few for a "
-                         f"train / test split (need at least {STEPS + HORIZON + 3} steps)")
-    mean, std = train_statistics(speed.numpy(), num_train)
-    series = torch.stack([(speed - mean) / std, tod[:, None].expand(num_steps, num_sensors)], dim=-1).contiguous()
-    x, y = window_views(series, speed.contiguous())
-    window = torch.arange(num_windows).repeat_interleave(num_sensors)
-    if stride > 1:
-        keep = (window % stride == 0).nonzero().flatten()
-        x, y, window = x[keep], y[keep], window[keep]
-    user = torch.arange(num_sensors).repeat(len(x) // num_sensors)
-    is_val = (window >= num_train) & (window < num_train + num_val)
-    task_options = {"mean": mean, "std": std}
-    graph = {"user_graph": sensor_graph_for(spec, list(data["sensor_ids"]), root, download)}
-    return SampleDataset(
-        spec.name, x, y, HORIZON, window >= num_train + num_val, user, list(data["sensor_ids"]),
-        info={"mean": mean, "std": std, "task_options": task_options, "is_val": is_val,
-              "windows": {"train": num_train, "val": num_val, "test": num_test}, "stride": stride,
-              "max_windows": max_windows, "steps": STEPS, "horizon": HORIZON,
-              "features": ["speed (z-scored with mean, std)", "time of day in [0, 1)"],
-              "target": "speed in mph, unscaled; 0 = missing reading", "start": data["start"], "end": data["end"],
-              **(graph if graph["user_graph"] is not None else {})},
-    )
+    return load_dcrnn(METR_LA, spec, root, download=download, stride=stride, max_windows=max_windows, **options)
 
 
-def _convert_graph(paths: dict[str, Path]) -> dict[str, Any]:
-    with np.load(paths["adj_mx.npz"], allow_pickle=False) as npz:
+# --------------------------------------------------------------------------------------- sensor graph
+def _convert_graph(dataset: DCRNNFormat, paths: dict[str, Path]) -> dict[str, Any]:
+    with np.load(paths[dataset.graph], allow_pickle=False) as npz:
         ids = [str(s) for s in npz["sensor_ids"]]
         keys = [str(s) for s in npz["sensor_id_to_ind_keys"]]
         positions = npz["sensor_id_to_ind_values"].astype(np.int64)
         adjacency = np.asarray(npz["adj_mx"], dtype=np.float32)
     if adjacency.shape != (len(ids), len(ids)):
-        raise ValueError(f"adj_mx.npz: adjacency of shape {adjacency.shape} for {len(ids)} sensors")
+        raise ValueError(f"{dataset.graph}: adjacency of shape {adjacency.shape} for {len(ids)} sensors")
     if sorted(keys) != sorted(ids) or any(ids[p] != k for k, p in zip(keys, positions)):
-        raise ValueError("adj_mx.npz: sensor_id_to_ind does not map every sensor id to its position")
-    listed = paths["graph_sensor_ids.txt"].read_text().strip().split(",")
-    if [s.strip() for s in listed] != ids:
-        raise ValueError("graph_sensor_ids.txt lists other sensors (or another order) than adj_mx.npz")
+        raise ValueError(f"{dataset.graph}: sensor_id_to_ind does not map every sensor id to its position")
+    if dataset.ids_file is not None:
+        listed = paths[dataset.ids_file].read_text().strip().split(",")
+        if [s.strip() for s in listed] != ids:
+            raise ValueError(f"{dataset.ids_file} lists other sensors (or another order) than {dataset.graph}")
     return {"sensor_ids": ids, "adjacency": torch.from_numpy(adjacency)}
 
 
-def load_sensor_graph(root: str | Path | None = None, *, download: bool = True) -> tuple[list[str], torch.Tensor]:
-    r"""DCRNN's METR-LA sensor graph: ``(sensor_ids, adjacency)``.
+def dcrnn_sensor_graph(dataset: DCRNNFormat, root: str | Path | None = None, *,
+                       download: bool = True) -> tuple[list[str], torch.Tensor]:
+    r"""DCRNN's sensor graph of ``dataset``: ``(sensor_ids, adjacency)``.
 
-    ``adjacency`` is the ``S × S`` float32 matrix of ``adj_mx`` (thresholded Gaussian kernel of road
-    distances, self-loops 1, directed: not symmetric), rows and columns in the order of ``sensor_ids``.
-    Read from the pickle-free ``adj_mx.npz`` after its sha256 matched (``allow_pickle=False``) and checked
-    against ``graph_sensor_ids.txt``; root as for :func:`~gflkit.data.load_dataset`.
+    ``adjacency`` is the ``S × S`` float32 matrix of ``adj_mx``: DCRNN's thresholded Gaussian kernel of the
+    road distances, :math:`W_{ij} = \exp(-d_{ij}^2 / \sigma^2)` if it is at least 0.1, else 0
+    (self-loops 1, directed: not symmetric), rows and columns in the order of ``sensor_ids``. Read from
+    the pickle-free ``.npz`` after its sha256 matched (``allow_pickle=False``) and checked against the ids
+    file when the dataset has one; root as for :func:`~gflkit.data.load_dataset`.
     """
-    spec = get_spec(NAME)
+    spec = get_spec(dataset.name)
     files = spec.files_in("graph")
     require_files(spec, root, download=download, group="graph")
-    data = cached_conversion(spec, root, files, _convert_graph, variant="graph")
+    data = cached_conversion(spec, root, files, partial(_convert_graph, dataset), variant="graph")
     return list(data["sensor_ids"]), data["adjacency"]
 
 
-def sensor_graph_for(spec: DatasetSpec, sensor_ids: list[str], root: str | Path | None,
-                     download: bool = True) -> torch.Tensor | None:
-    """The sensor graph with rows and columns in the order of ``sensor_ids`` (the readings' columns).
-
-    ``None`` when ``spec`` lists no graph files or they are missing: forecasting needs only the
-    readings, and a method that asks for the dataset's client graph says then which files to fetch.
-    """
-    if not spec.files_in("graph"):
-        return None
-    try:
-        graph_ids, adjacency = load_sensor_graph(root, download=download)
-    except DatasetNotFoundError:
-        return None
-    position = {sensor: i for i, sensor in enumerate(graph_ids)}
-    unknown = [sensor for sensor in sensor_ids if sensor not in position]
-    if unknown:
-        raise ValueError(f"metr_la: sensors {unknown[:5]} of metr-la.h5 are not in the sensor graph adj_mx.npz")
-    order = torch.tensor([position[sensor] for sensor in sensor_ids])
-    return adjacency[order][:, order]
+def load_sensor_graph(root: str | Path | None = None, *, download: bool = True) -> tuple[list[str], torch.Tensor]:
+    """DCRNN's METR-LA sensor graph: ``(sensor_ids, adjacency)`` (:func:`dcrnn_sensor_graph`), checked
+    against ``graph_sensor_ids.txt``."""
+    return dcrnn_sensor_graph(METR_LA, root, download=download)
 
 
 SPEC = register(DatasetSpec(
@@ -300,13 +263,14 @@ SPEC = register(DatasetSpec(
         RawFile("adj_mx.npz", "18cd6abc90cfd70000eabdedde87b50c615ab22afbbf579fcc91777e49c35585", 184058,
                 group="graph"),
         RawFile("graph_sensor_ids.txt", "3ba026caa2e6263ab0ea54b0fa1b125dbfa7216544cd05313b555e826292b990", 1448,
-                (_DCRNN_RAW + "graph_sensor_ids.txt",), group="graph"),
+                (DCRNN_RAW + "graph_sensor_ids.txt",), group="graph"),
         RawFile("adj_mx.pkl", "a35687c6e15aa228dc45027b0ed2a0ea0f4ec78f573deb992c595092d12f61b3", 680459,
-                (_DCRNN_RAW + "adj_mx.pkl",), group="extras"),
+                (DCRNN_RAW + "adj_mx.pkl",), group="extras"),
         RawFile("graph_sensor_locations.csv", "eb8ea96e07358b45d0e4ba3b89c2673fa20c54af50150249e627389e749ade6f",
-                6341, (_DCRNN_RAW + "graph_sensor_locations.csv",), group="extras"),
+                6341, (DCRNN_RAW + "graph_sensor_locations.csv",), group="extras"),
     ),
     loader=load_metr_la,
     obtain=OBTAIN,
     license="DCRNN repository MIT (Copyright (c) 2017 Yaguang Li); no separate data licence stated",
 ))
+register_graph_reader(NAME, load_sensor_graph)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from gflkit.models import MODELS, CharLSTM, GRUSeq2Seq, MobileNetV2, build_model
+from gflkit.models import MODELS, CharLSTM, GRUSeq2Seq, MobileNetV2, RNNForecaster, build_model
 from gflkit.models.mobilenet import InvertedResidual, make_divisible
 
 
@@ -114,8 +114,27 @@ def test_gru_seq2seq_decoder_feeds_back_its_predictions():
         GRUSeq2Seq((12,), 12)
 
 
+# ------------------------------------------------------------------------------------------ RNNForecaster
+@pytest.mark.parametrize("cell", ["rnn", "gru", "lstm"])
+def test_rnn_forecaster_reads_the_horizon_out_of_the_last_state(cell):
+    model = build_model("rnn", (12, 2), 12, cell=cell)
+    x = torch.randn(5, 12, 2)
+    output, _ = model.recurrent(x)
+    assert model.recurrent.hidden_size == 64 and model.feature_dim == 64
+    assert torch.allclose(model.features(x), output[:, -1])
+    assert torch.allclose(model(x), model.classifier(output[:, -1])) and model(x).shape == (5, 12)
+    assert not model.features(x[:, :6]).equal(model.features(x)), "every input step is read"
+
+
+def test_rnn_forecaster_rejects_bad_shapes_and_cells():
+    with pytest.raises(ValueError, match="steps, features"):
+        RNNForecaster((12,), 12)
+    with pytest.raises(ValueError, match="cell must be one of"):
+        RNNForecaster((12, 2), 12, cell="transformer")
+
+
 def test_every_model_names_its_classifier():
-    shapes = {"char_lstm": (80,), "gru_seq2seq": (12, 2), "vgae": (6,)}
+    shapes = {"char_lstm": (80,), "gru_seq2seq": (12, 2), "rnn": (12, 2), "vgae": (6,)}
     for name in MODELS:
         model = build_model(name, shapes.get(name, (1, 28, 28)), 10)
         assert isinstance(model.classifier, nn.Linear)

@@ -419,3 +419,20 @@ def test_real_pemsd_readings(name, windows):
     root = _real(name, FILES[name][0])  # not in the offline copies: skipped there
     data = load_dataset(name, root, download=False, stride=12)
     assert data.info["windows"] == windows and data.info["user_graph"].shape == (len(data.user_names),) * 2
+
+
+def test_sfl_table2_runs_sfl_over_the_sensor_graph_and_sfl_star_over_a_learned_one(tmp_path):
+    from gflkit.papers import sfl
+    from gflkit.profiles import resolve_profile
+
+    spec, flow = make_pemsd(tmp_path / "root")
+    params = resolve_profile(sfl.PROFILES, "smoke", overrides={"traffic": ["pemsd4", "pemsd8"], "rounds": 1,
+                                                               "batch_size": 64, "lr": 0.01})
+    with registered(spec):
+        table2 = sfl.grids(params, ["table2"], data_root=tmp_path / "root")["table2"]
+        assert [sfl.variant_of(c)["variant"] for c in table2] == list(sfl.TABLE2), "pemsd8's readings are absent"
+        assert {c.dataset for c in table2} == {"pemsd4"} and {c.model for c in table2} == {"rnn"}
+        assert table2[2].method_options["graph"] == "dataset" and table2[3].method_options["graph"] == "learned"
+        for config in table2[2:]:
+            records = run(config, tmp_path / "root", device="cpu", progress=False)
+            assert records["client"].nunique() == flow.shape[1] and records["mae"].map(math.isfinite).all()

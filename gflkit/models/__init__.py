@@ -11,6 +11,7 @@ from gflkit.models.cnn import McMahanCNN, SimpleCNN
 from gflkit.models.lstm import CharLSTM
 from gflkit.models.mclr import MCLR, MCLRReLU
 from gflkit.models.mobilenet import MobileNetV2
+from gflkit.models.rnn import RNNForecaster
 from gflkit.models.seq2seq import GRUSeq2Seq
 from gflkit.models.vgae import VGAE
 
@@ -22,6 +23,7 @@ MODELS: dict[str, type[FeatureModel]] = {
     "mobilenet_v2": MobileNetV2,
     "char_lstm": CharLSTM,
     "gru_seq2seq": GRUSeq2Seq,
+    "rnn": RNNForecaster,
     "vgae": VGAE,
 }
 
@@ -34,6 +36,6 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, **opt
 
 
 __all__ = [
-    "FeatureModel", "MCLR", "MCLRReLU", "McMahanCNN", "SimpleCNN", "MobileNetV2", "CharLSTM", "GRUSeq2Seq", "VGAE", "MODELS",
+    "FeatureModel", "MCLR", "MCLRReLU", "McMahanCNN", "SimpleCNN", "MobileNetV2", "CharLSTM", "GRUSeq2Seq", "RNNForecaster", "VGAE", "MODELS",
     "build_model",
 ]

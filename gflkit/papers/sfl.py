@@ -40,14 +40,19 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "sfl_lg": ("sfl", {"share": "head"}),
     "sfl_per": ("sfl", {"share": "encoder"}),
 }
-_PLAIN = {"graph": "label_sharing", "share": "all"}  # the options that tell the SFL variants apart
 LABELS = {"fedavg": "FedAvg", "fedatt": "FedAtt", "fedper": "FedPer", "lg_fedavg": "LG-FedAvg", "sfl": "SFL",
           "sfl_star": "SFL*", "sfl_lg": "SFL+LG", "sfl_per": "SFL+Per"}
 TABLE3 = ("fedavg", "fedatt", "fedper", "lg_fedavg", "sfl", "sfl_star")
 TABLE4 = ("fedavg", "fedatt", "sfl", "sfl_lg", "sfl_per")
-SECTIONS = ("table3", "table4", "learn_steps", "frequency", "local_epochs")
+TABLE2 = ("fedavg", "fedatt", "sfl", "sfl_star")
+SECTIONS = ("table2", "table3", "table4", "learn_steps", "frequency", "local_epochs")
 #: The traffic datasets of Table 2 (readings absent offline: the notebook draws their sensor graphs).
 TRAFFIC = ("metr_la", "pems_bay", "pemsd4", "pemsd8")
+#: Table 2's setting on a traffic dataset: one client per sensor, the "pure RNN" (hidden 64), the paper's
+#: SGD lr 0.001 and batch 128; SFL aggregates over the sensor graph, SFL* learns one (its ``"given"``
+#: smoothing would mix in the sensor graph, as the code's ``graph_v3``).
+TRAFFIC_BASE = dict(model="rnn", task="forecasting", partition="natural", partition_options={}, test_ratio=None)
+TRAFFIC_METHOD_OPTIONS = {"sfl": {"graph": "dataset"}, "sfl_star": {}}
 
 BASE = dict(dataset="mnist", num_clients=100, model="mcmahan_cnn", partition="shards",
             partition_options={"shards_per_client": 2}, batch_size=128, lr=0.001, momentum=0.0,
@@ -60,7 +65,7 @@ PROFILES = {
         base=dict(BASE, dataset="digits", num_clients=20, model="mclr", batch_size=16, lr=0.05, rounds=4,
                   local_epochs=1),
         method_options={"sfl": {"learn_k": 5}},
-        sweep={"table3": TABLE3, "table4": TABLE4, "timing_layers": (2, 3, 5), "learn_steps": (0, 10),
+        sweep={"traffic": (), "table3": TABLE3, "table4": TABLE4, "timing_layers": (2, 3, 5), "learn_steps": (0, 10),
                "frequency": ((2, 2), (4, 1)), "local_epochs": (1, 2)},
     ),
     # Real MNIST (6,000 pooled samples), 10 clients of 2 shards, the paper's CNN and batch size, 10 rounds of
@@ -69,14 +74,15 @@ PROFILES = {
         "ci",
         base=dict(BASE, num_clients=10, max_samples=6_000, rounds=10, local_epochs=1, lr=0.01),
         method_options={"sfl": {"learn_k": 5}},
-        sweep={"table3": TABLE3, "table4": TABLE4, "timing_layers": (2, 3, 5), "learn_steps": (0, 10, 50),
+        sweep={"traffic": (), "table3": TABLE3, "table4": TABLE4, "timing_layers": (2, 3, 5), "learn_steps": (0, 10, 50),
                "frequency": ((5, 2), (10, 1)), "local_epochs": (1, 2)},
     ),
     # The paper's setting (one seed: the paper reports one number per cell).
     "paper": Profile(
         "paper",
         base=BASE,
-        sweep={"table3": TABLE3, "table4": TABLE4, "timing_layers": (2, 3, 5), "learn_steps": (0, 5, 10, 20, 50),
+        sweep={"traffic": TRAFFIC, "table3": TABLE3, "table4": TABLE4, "timing_layers": (2, 3, 5),
+               "learn_steps": (0, 5, 10, 20, 50),
                "frequency": ((10, 40), (20, 20), (40, 10)), "local_epochs": (5, 10, 20, 40)},
     ),
 }
@@ -98,24 +104,45 @@ def variant_config(params: Any, label: str, seed: int, **changes: Any):
 
 
 def variant_of(config: Any) -> dict[str, str]:
-    """``{"variant": label}`` of a run config: the table row it belongs to (for ``run_grid(columns=...)``)."""
+    """``{"variant": label}`` of a run config: the table row it belongs to (for ``run_grid(columns=...)``).
+    SFL's rows differ by whether the graph is learned and by ``share``; its given graph may be any."""
+    options = config.method_options
     for label, (method, marks) in VARIANTS.items():
-        wanted = {**_PLAIN, **marks}
-        if config.method == method and all(config.method_options.get(k, v) == v for k, v in wanted.items()):
+        if config.method == method and (method != "sfl" or (
+                (options.get("graph") == "learned") == (marks.get("graph") == "learned")
+                and options.get("share", "all") == marks.get("share", "all"))):
             return {"variant": label}
     raise ValueError(f"run {config.method} {config.method_options} is none of the table variants")
 
 
+def traffic_config(params: Any, label: str, dataset: str, seed: int):
+    """Table 2's run of variant ``label`` on traffic ``dataset`` (:data:`TRAFFIC_BASE`; SFL over the sensor graph)."""
+    options = dict(TRAFFIC_METHOD_OPTIONS.get(label, {}))
+    if label == "sfl_star":
+        options["graph"] = "learned"
+    return variant_config(params, label, seed, dataset=dataset, method_options=options, **TRAFFIC_BASE)
+
+
+def traffic_present(names: Iterable[str], data_root: str | Path | None = None) -> list[str]:
+    """The traffic datasets among ``names`` whose readings are present and verified under ``data_root``."""
+    from gflkit.notebooks import dataset_available
+
+    return [name for name in names if dataset_available(name, data_root, group="readings")[0]]
+
+
 def grids(params: Any, sections: Sequence[str] | None = None, data_root: str | Path | None = None) -> dict[str, list]:
-    """The run configs of each notebook section (``gflkit precompute sfl``): Tables 3 and 4 and the three
-    appendix ablations (SFL*'s structure-learning steps; communication frequency at a fixed total of local
-    epochs; local epochs between communications), on MNIST."""
+    """The run configs of each notebook section (``gflkit precompute sfl``): Table 2 on the traffic datasets
+    of the profile whose readings are present under ``data_root``, Tables 3 and 4 and the three appendix
+    ablations (SFL*'s structure-learning steps; communication frequency at a fixed total of local epochs;
+    local epochs between communications) on MNIST."""
     chosen = list(sections or SECTIONS)
     unknown = sorted(set(chosen) - set(SECTIONS))
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
     sweep, seeds = params.sweep, params.seeds
     makers = {
+        "table2": lambda: [traffic_config(params, v, name, s) for name in traffic_present(sweep["traffic"], data_root)
+                           for s in seeds for v in TABLE2],
         "table3": lambda: [variant_config(params, v, s) for s in seeds for v in _check_labels(sweep["table3"], "table3")],
         "table4": lambda: [variant_config(params, v, s) for s in seeds for v in _check_labels(sweep["table4"], "table4")],
         "learn_steps": lambda: [variant_config(params, "sfl_star", s, method_options={"learn_steps": n})

@@ -34,7 +34,7 @@ def spec_for(name: str, root: Path, relpaths: Sequence[str] | None = None, **cha
     for rel in relpaths if relpaths is not None else [f.path for f in spec.files]:
         base = production.get(rel) or RawFile(rel, "", group=rel.split("/")[0] if name == "shakespeare" else "default")
         path = raw_dir / rel
-        files.append(dataclasses.replace(base, sha256=sha256_file(path), size=path.stat().st_size))
+        files.append(dataclasses.replace(base, sha256=sha256_file(path), git_blob=None, size=path.stat().st_size))
     return dataclasses.replace(spec, files=tuple(files), **changes)
 
 

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import gflkit.data.loaders.pemsd as pemsd
+import gflkit.data.registry as registry
 from data_fixtures import spec_for
 from gflkit.data import ChecksumError, DatasetNotFoundError, get_spec, load_dataset, registered, verify_dataset
 from gflkit.data.loaders.traffic import load_traffic_graph, split_windows, traffic_datasets, train_statistics
@@ -307,23 +308,33 @@ def git_blob(path: Path) -> str:
     return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
 
 
-def test_unpinned_pemsd_readings_are_checked_by_git_blob(tmp_path):
+def test_pemsd_readings_are_pinned_by_their_git_blob_id_in_load_and_verify(tmp_path):
     root = tmp_path / "root"
     spec, _ = make_pemsd(root)
     npz = root / "pemsd4" / "raw" / "PEMS04.npz"
+    assert registry.git_blob_file(npz) == git_blob(npz)
     if shutil.which("git"):
         assert subprocess.run(["git", "hash-object", str(npz)], capture_output=True, text=True,
                               check=True).stdout.strip() == git_blob(npz)
-    unpinned = dataclasses.replace(spec, files=(get_spec("pemsd4").files_in("readings")[0], *spec.files_in("graph")))
-    assert unpinned.files_in("readings")[0].sha256 == pemsd.UNPINNED
-    with registered(unpinned), pytest.raises(ChecksumError, match=f"git blob {pemsd.PEMSD4.readings_git_blob}"):
-        load_dataset("pemsd4", root)
-    matching = dataclasses.replace(pemsd.PEMSD4, readings_git_blob=git_blob(npz))
-    with registered(dataclasses.replace(unpinned, loader=partial(pemsd.load_astgcn, matching))):
+    production = get_spec("pemsd4").files_in("readings")[0]
+    assert production.sha256 is None and production.pin == ("git blob", pemsd.PEMSD4.readings_git_blob)
+    wrong = dataclasses.replace(spec, files=(production, *spec.files_in("graph")))
+    with registered(wrong):
+        (status,) = [s for s in verify_dataset("pemsd4", root) if s.relpath == "PEMS04.npz"]
+        assert status.state == "checksum-bad" and status.kind == "git blob"
+        with pytest.raises(ChecksumError, match=f"git blob mismatch .* expected {pemsd.PEMSD4.readings_git_blob}"):
+            load_dataset("pemsd4", root)
+    right = dataclasses.replace(production, git_blob=git_blob(npz))
+    with registered(dataclasses.replace(spec, files=(right, *spec.files_in("graph")))):
+        assert all(s.ok for s in verify_dataset("pemsd4", root))
         data = load_dataset("pemsd4", root)
     with registered(spec):
         pinned = load_dataset("pemsd4", root)
     assert torch.equal(data.x, pinned.x) and torch.equal(data.y, pinned.y)
+    with pytest.raises(ValueError, match="exactly one of sha256 and git_blob"):
+        registry.RawFile("x.npz", None)
+    with pytest.raises(ValueError, match="cannot be downloaded here"):
+        registry.RawFile("x.npz", None, urls=("https://example.org/x.npz",), git_blob="0" * 40)
 
 
 def _provenance_row(text: str, path: str) -> str:
@@ -342,7 +353,7 @@ def test_production_pins():
         spec = get_spec(name)
         assert [f.path for f in spec.files] == [npz, csv] and spec.groups == ("readings", "graph")
         readings = spec.files_in("readings")[0]
-        assert readings.sha256 == pemsd.UNPINNED and not readings.downloadable
+        assert readings.sha256 is None and readings.git_blob and not readings.downloadable
         assert spec.files_in("graph")[0].urls[0].endswith("/distance.csv")
     shared = Path(REAL_ROOT or "/nonexistent")
     if not (shared / "pems_bay" / "PROVENANCE.md").is_file():

@@ -57,7 +57,7 @@ def _detail(spec: DatasetSpec, statuses: Sequence[FileStatus]) -> str:
     missing = [s for s in statuses if s.state == "missing"]
     parts = []
     if bad:
-        parts.append(f"bad sha256: {bad[0].relpath}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""))
+        parts.append(f"bad {bad[0].kind}: {bad[0].relpath}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""))
     if missing:
         parts.append(f"missing: {missing[0].relpath}" + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""))
         groups = _usable_groups(spec, statuses)
@@ -129,7 +129,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(f"{spec.name}: {state} ({ok}/{len(statuses)} files ok)")
         for s in statuses:
             if s.state == "checksum-bad":
-                print(f"  BAD      {s.relpath}: expected sha256 {s.expected_sha256}, got {s.actual_sha256}")
+                print(f"  BAD      {s.relpath}: expected {s.kind} {s.expected_sha256}, got {s.actual_sha256}")
             elif s.state == "missing":
                 print(f"  MISSING  {s.relpath} ({s.path})")
         if any(s.state == "checksum-bad" for s in statuses) or (args.names and state != "present"):
@@ -160,7 +160,7 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
         print(f"{spec.name}: {state} ({ok}/{len(statuses)} files ok) in {spec.raw_dir(root)}")
         for s in statuses:
             if s.state == "checksum-bad":
-                print(f"  BAD      {s.relpath}: expected sha256 {s.expected_sha256}, got {s.actual_sha256}")
+                print(f"  BAD      {s.relpath}: expected {s.kind} {s.expected_sha256}, got {s.actual_sha256}")
             elif s.state == "missing":
                 print(f"  MISSING  {s.relpath} (no download URL)")
         if state != "present":

@@ -70,7 +70,7 @@ if TYPE_CHECKING:  # torch is imported where tensors are read or written, so lis
 __all__ = [
     "ChecksumError", "DataError", "DatasetNotFoundError", "DatasetSpec", "DownloadError", "FileStatus",
     "RawFile", "UnknownDatasetError", "atomic_write", "cache_dir", "cached_conversion", "clean_cache", "data_root",
-    "dataset_names", "download_files", "fetch_dataset", "get_spec", "is_writable", "load_dataset", "load_graph",
+    "dataset_names", "download_files", "fetch_dataset", "get_spec", "git_blob_file", "is_writable", "load_dataset", "load_graph",
     "register", "registered", "reject_options", "require_files", "sha256_file", "user_cache_root", "verify_dataset",
 ]
 
@@ -100,11 +100,12 @@ class DatasetNotFoundError(DataError, FileNotFoundError):
 
 
 class ChecksumError(DataError, ValueError):
-    """A file's sha256 differs from the pinned value; the message names file, expected and actual hash."""
+    """A file's digest (sha256, or git blob id) differs from the pinned value; the message names file,
+    expected and actual digest."""
 
-    def __init__(self, path: str | Path, expected: str, actual: str, hint: str = "") -> None:
+    def __init__(self, path: str | Path, expected: str, actual: str, hint: str = "", kind: str = "sha256") -> None:
         self.path, self.expected, self.actual = Path(path), expected, actual
-        message = (f"sha256 mismatch for {path}: expected {expected}, got {actual}. "
+        message = (f"{kind} mismatch for {path}: expected {expected}, got {actual}. "
                    + (hint or "The file is corrupted, truncated or a different version: delete it and run "
                       "`gflkit data fetch <name>` or replace it with the canonical file."))
         super().__init__(message)
@@ -127,26 +128,42 @@ class DownloadError(DataError, OSError):
 # ------------------------------------------------------------------------------------------------ specs
 @dataclass(frozen=True)
 class RawFile:
-    """One raw file of a dataset, pinned by its sha256.
+    """One raw file of a dataset, pinned by its sha256 (or, when no sha256 is published, its git blob id).
 
     Attributes:
         path: POSIX path relative to ``<root>/<name>/raw/`` (the canonical file name).
-        sha256: the pinned sha256 of the file as stored under ``raw/``.
+        sha256: the pinned sha256 of the file as stored under ``raw/``; None when the file is pinned by
+            ``git_blob`` instead.
         size: its size in bytes when known (a cheap first check; None skips it).
         urls: where to download it (mirrors, tried in order); empty when it cannot be downloaded.
         member: when ``urls`` serve an archive, the archive member to extract (matched by exact name or
             by trailing path component); None when the URL serves the file itself.
         archive_sha256: the pinned sha256 of that archive, when known.
         group: the dataset variant the file belongs to (e.g. ``"tff"`` / ``"leaf"`` for Shakespeare).
+        git_blob: the file's git blob id (``git hash-object``: SHA-1 of ``"blob <size>\\0"`` + content),
+            for a file whose only published fingerprint is its blob in a git repository (ASTGCN's PEMS
+            readings). Such a file has no download URL here (downloads are checked by sha256).
     """
 
     path: str
-    sha256: str
+    sha256: str | None
     size: int | None = None
     urls: tuple[str, ...] = ()
     member: str | None = None
     archive_sha256: str | None = None
     group: str = "default"
+    git_blob: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.sha256 is None) == (self.git_blob is None):
+            raise ValueError(f"raw file {self.path!r} must be pinned by exactly one of sha256 and git_blob")
+        if self.git_blob is not None and self.urls:
+            raise ValueError(f"raw file {self.path!r}: a file pinned by its git blob id cannot be downloaded here")
+
+    @property
+    def pin(self) -> tuple[str, str]:
+        """``(kind, digest)``: ``("sha256", ...)`` or ``("git blob", ...)``."""
+        return ("sha256", self.sha256) if self.sha256 is not None else ("git blob", self.git_blob)
 
     @property
     def downloadable(self) -> bool:
@@ -212,10 +229,11 @@ class FileStatus:
     expected_sha256: str
     actual_sha256: str | None = None
     size: int | None = None
+    kind: str = "sha256"  #: what ``expected_sha256`` / ``actual_sha256`` hold: "sha256" or "git blob"
 
     @property
     def ok(self) -> bool:
-        """True when the file is present with the pinned sha256."""
+        """True when the file is present with the pinned digest."""
         return self.state == "present"
 
 
@@ -351,6 +369,16 @@ def sha256_file(path: str | Path, chunk_size: int = _CHUNK) -> str:
     return digest.hexdigest()
 
 
+def git_blob_file(path: str | Path, chunk_size: int = _CHUNK) -> str:
+    """The git blob id of a file, as ``git hash-object`` prints it: SHA-1 of ``"blob <size>\\0"`` + content."""
+    path = Path(path)
+    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode(), usedforsecurity=False)
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk_size), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _stat_key(path: Path) -> list[int]:
     st = path.stat()
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
@@ -368,8 +396,8 @@ class _HashIndex:
             if isinstance(loaded, dict):
                 self.entries = loaded
 
-    def lookup(self, path: Path) -> str | None:
-        entry = self.entries.get(str(path))
+    def lookup(self, entry_name: Path, path: Path) -> str | None:
+        entry = self.entries.get(str(entry_name))
         if isinstance(entry, list) and len(entry) == 5 and entry[:4] == _stat_key(path):
             return str(entry[4])
         return None
@@ -390,30 +418,29 @@ class _HashIndex:
         self.dirty = False
 
 
-def _hash_with_index(path: Path, index: _HashIndex | None, use_index: bool) -> str:
+def _hash_with_index(path: Path, index: _HashIndex | None, use_index: bool, kind: str = "sha256") -> str:
+    entry = path if kind == "sha256" else Path(f"{kind}:{path}")  # the index keeps one digest per entry
     if index is not None and use_index:
-        cached = index.lookup(path)
+        cached = index.lookup(entry, path)
         if cached is not None:
             return cached
     key = _stat_key(path)
-    digest = sha256_file(path)
+    digest = sha256_file(path) if kind == "sha256" else git_blob_file(path)
     if index is not None and key == _stat_key(path):
-        index.store(path, key, digest)
+        index.store(entry, key, digest)
     return digest
 
 
 def _file_status(spec: DatasetSpec, raw: RawFile, root: Path, index: _HashIndex | None, full: bool) -> FileStatus:
     path = spec.raw_dir(root) / raw.path
+    kind, expected = raw.pin
     if not path.is_file():
-        return FileStatus(spec.name, raw.path, path, "missing", raw.sha256)
+        return FileStatus(spec.name, raw.path, path, "missing", expected, kind=kind)
     size = path.stat().st_size
-    if raw.size is not None and size != raw.size:
-        # a size mismatch is decisive; still hash it so the report shows the actual sha256
-        return FileStatus(spec.name, raw.path, path, "checksum-bad", raw.sha256,
-                          _hash_with_index(path, index, not full), size)
-    actual = _hash_with_index(path, index, not full)
-    state = "present" if actual == raw.sha256 else "checksum-bad"
-    return FileStatus(spec.name, raw.path, path, state, raw.sha256, actual, size)
+    actual = _hash_with_index(path, index, not full, kind)
+    # a size mismatch is decisive; the report still shows the actual digest
+    state = "present" if actual == expected and (raw.size is None or size == raw.size) else "checksum-bad"
+    return FileStatus(spec.name, raw.path, path, state, expected, actual, size, kind)
 
 
 def verify_dataset(name: str, root: str | Path | None = None, *, full: bool = True,
@@ -644,10 +671,10 @@ def _check_hashes(spec: DatasetSpec, raws: Sequence[RawFile], root: Path, *, ful
             if status.state == "missing":
                 raise DatasetNotFoundError(_not_found_message(spec, root, [raw]))
             if status.state == "checksum-bad":
-                raise ChecksumError(status.path, raw.sha256, status.actual_sha256 or "?",
+                raise ChecksumError(status.path, status.expected_sha256, status.actual_sha256 or "?",
                                     f"Delete or replace it: run `gflkit data fetch {spec.name}` when online, or "
                                     f"copy the canonical file (source: {spec.source}); `gflkit data verify "
-                                    f"{spec.name}` lists every bad file.")
+                                    f"{spec.name}` lists every bad file.", kind=status.kind)
     finally:
         index.save()
 
@@ -666,7 +693,7 @@ def cached_conversion(spec: DatasetSpec, root: str | Path | None, raws: Sequence
     root_path = data_root(root)
     options = dict(options or {})
     key_source = json.dumps({"name": spec.name, "variant": variant, "version": spec.format_version,
-                             "files": sorted((r.path, r.sha256) for r in raws), "options": options},
+                             "files": sorted((r.path, r.sha256 or r.git_blob) for r in raws), "options": options},
                             sort_keys=True, default=str)
     key = hashlib.sha256(key_source.encode()).hexdigest()[:20]
     folder = cache_dir(spec.name, root_path)

@@ -6,12 +6,10 @@ ASTGCN-pytorch / STSGCN / AGCRN releases use:
 * ``readings``: ``PEMS04.npz`` / ``PEMS08.npz``, key ``data``: a ``(T, S, 3)`` array of five-minute
   (flow, occupancy, speed) readings, 16,992 × 307 (Jan–Feb 2018) and 17,856 × 170 (Jul–Aug 2016); read
   with ``allow_pickle=False``. No sha256 of these files is published: they are pinned by the git blob id
-  of ASTGCN's ``data/PEMS0x/pems0x.npz`` (``git hash-object``, :attr:`ASTGCNFormat.readings_git_blob`),
-  recorded in the shared copies' PROVENANCE.md. The registered sha256 is then the placeholder
-  :data:`UNPINNED`: the loader checks the file's git blob id and continues with the file's sha256 pinned
-  (the tensor cache is keyed by it). ``gflkit data verify`` compares sha256 only and therefore lists such a
-  copy as ``checksum-bad``. They cannot be downloaded by gflkit (no sha256 to check a download against):
-  :data:`OBTAIN` says where to get them.
+  of ASTGCN's ``data/PEMS0x/pems0x.npz`` (``git hash-object``, :attr:`ASTGCNFormat.readings_git_blob`,
+  recorded in the shared copies' PROVENANCE.md; :class:`~gflkit.data.registry.RawFile` ``git_blob``), which
+  ``gflkit data verify`` and the loader check like a sha256. They cannot be downloaded by gflkit (downloads
+  are checked by sha256): the spec's ``obtain`` text says where to get them.
 * ``graph``: ``PEMS04.csv`` / ``PEMS08.csv``, ASTGCN's ``distance.csv``: header ``from,to,cost``, one road
   link per row between sensor indices ``0 … S-1`` with its road distance (ASTGCN lists each link once;
   PEMS08 has exact duplicate rows and a few links in both directions).
@@ -41,8 +39,6 @@ whole days). Split: the SFL paper's **70 % train, 20 % validation, 10 % test** o
 """
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -59,7 +55,6 @@ from gflkit.data.loaders.traffic import (
     time_of_day,
 )
 from gflkit.data.registry import (
-    ChecksumError,
     DatasetSpec,
     RawFile,
     cached_conversion,
@@ -68,14 +63,12 @@ from gflkit.data.registry import (
     require_files,
 )
 
-__all__ = ["ASTGCNFormat", "PEMSD4", "PEMSD8", "UNPINNED", "astgcn_sensor_graph", "gaussian_kernel_adjacency",
+__all__ = ["ASTGCNFormat", "PEMSD4", "PEMSD8", "astgcn_sensor_graph", "gaussian_kernel_adjacency",
            "load_astgcn", "read_distances"]
 
 ASTGCN_COMMIT = "86efe627f8d7a1d461be9446a3c9d0960c301d0b"
 SOURCE = "https://github.com/wanhuaiyu/ASTGCN"
 ASTGCN_RAW = f"https://raw.githubusercontent.com/wanhuaiyu/ASTGCN/{ASTGCN_COMMIT}/data/"
-#: The registered sha256 of a file whose sha256 is not published (it is pinned by its git blob id instead).
-UNPINNED = "0" * 64
 #: The SFL paper's split of the windows: 70 % train, 10 % test (and 20 % validation).
 TRAIN_FRACTION = 0.7
 TEST_FRACTION = 0.1
@@ -199,34 +192,6 @@ def astgcn_sensor_graph(dataset: ASTGCNFormat, root: str | Path | None = None, *
 
 
 # ---------------------------------------------------------------------------------------- the readings
-def _git_blob_and_sha256(path: Path) -> tuple[str, str]:
-    """The git blob id (``git hash-object``: SHA-1 of ``"blob <size>\\0"`` + content) and the sha256 of a file."""
-    blob = hashlib.sha1(f"blob {path.stat().st_size}\0".encode(), usedforsecurity=False)
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            blob.update(block)
-            digest.update(block)
-    return blob.hexdigest(), digest.hexdigest()
-
-
-def _pinned(dataset: ASTGCNFormat, spec: DatasetSpec, root: str | Path | None) -> DatasetSpec:
-    """``spec`` with its readings pinned by sha256: as registered, or, when the registered sha256 is
-    :data:`UNPINNED`, the present file's sha256 after its git blob id matched ASTGCN's."""
-    raw = spec.files_in("readings")[0]
-    if raw.sha256 != UNPINNED:
-        return spec
-    path = spec.raw_dir(root) / raw.path
-    blob, digest = _git_blob_and_sha256(path)
-    if blob != dataset.readings_git_blob:
-        raise ChecksumError(path, f"git blob {dataset.readings_git_blob}", f"git blob {blob}",
-                            f"No sha256 of {raw.path} is published, so it is checked by its git blob id "
-                            f"(`git hash-object`) against ASTGCN's {dataset.readings_url}: this file is another "
-                            f"version or corrupted. Replace it with that file (renamed to {raw.path}).")
-    return dataclasses.replace(spec, files=tuple(dataclasses.replace(f, sha256=digest) if f is raw else f
-                                                 for f in spec.files))
-
-
 def _convert(dataset: ASTGCNFormat, paths: dict[str, Path]) -> dict[str, Any]:
     with np.load(paths[dataset.readings], allow_pickle=False) as npz:
         if "data" not in npz.files:
@@ -250,9 +215,7 @@ def load_astgcn(dataset: ASTGCNFormat, spec: DatasetSpec, root: Path, *, downloa
     """
     check_window_options(spec, options, stride, max_windows)
     require_files(spec, root, download=download, group="readings")
-    pinned = _pinned(dataset, spec, root)
-    data = cached_conversion(pinned, root, pinned.files_in("readings"), partial(_convert, dataset),
-                             variant="readings")
+    data = cached_conversion(spec, root, spec.files_in("readings"), partial(_convert, dataset), variant="readings")
     flow = data["flow"]
     steps = np.datetime64("2000-01-01T00:00") + np.arange(len(flow)) * np.timedelta64(MINUTES_PER_STEP, "m")
     return forecasting_samples(
@@ -280,7 +243,7 @@ def _register(dataset: ASTGCNFormat, description: str, graph_sha256: str, graph_
         description=description,
         source=SOURCE,
         files=(
-            RawFile(dataset.readings, UNPINNED, group="readings"),
+            RawFile(dataset.readings, None, group="readings", git_blob=dataset.readings_git_blob),
             RawFile(dataset.graph, graph_sha256, graph_size, (f"{ASTGCN_RAW}{dataset.folder}/distance.csv",),
                     group="graph"),
         ),

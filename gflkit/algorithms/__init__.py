@@ -23,11 +23,12 @@ from gflkit.algorithms.lgfedavg import LGFedAvg
 from gflkit.algorithms.local import Local
 from gflkit.algorithms.moon import MOON
 from gflkit.algorithms.pfedgraph import PFedGraph
+from gflkit.algorithms.scaffold import Scaffold
 from gflkit.algorithms.sfl import SFL
 
 ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
     Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA, CFL, FedAMP, PFedGraph, JGESR, TwoStep, MOON, FedVGAE,
-    GCFLPlus, FedSage, FedPub, FedAtt, FedPer, LGFedAvg,
+    GCFLPlus, FedSage, FedPub, FedAtt, FedPer, LGFedAvg, Scaffold,
 )}
 
 
@@ -41,5 +42,5 @@ def build_algorithm(name: str, **options: Any) -> Algorithm:
 __all__ = [
     "Algorithm", "ALGORITHMS", "build_algorithm",
     "FedAvg", "FedProx", "Local", "Ditto", "IFCA", "FedU", "SFL", "FedSKA", "CFL", "FedAMP", "PFedGraph",
-    "JGESR", "TwoStep", "MOON", "FedVGAE", "GCFLPlus", "FedSage", "FedPub", "FedAtt", "FedPer", "LGFedAvg",
+    "JGESR", "TwoStep", "MOON", "FedVGAE", "GCFLPlus", "FedSage", "FedPub", "FedAtt", "FedPer", "LGFedAvg", "Scaffold",
 ]

@@ -1,0 +1,66 @@
+"""SCAFFOLD: the corrected local step, option II control variates, the server step, resume."""
+import pandas as pd
+import pytest
+import torch
+
+from gflkit.algorithms import build_algorithm
+from gflkit.engine import Schedule, run_rounds
+from gflkit.training import TrainConfig
+
+from conftest import make_federation, run_full_and_resumed
+
+
+def one_step_federation():
+    fed = make_federation()
+    fed.train_config = TrainConfig(batch_size=1000, lr=0.1)  # one step per epoch: y = x - lr (g + c - c_i)
+    return fed
+
+
+def test_the_local_step_follows_the_corrected_gradient():
+    fed = one_step_federation()
+    algorithm = build_algorithm("scaffold")
+    algorithm.setup(fed)
+    plain = fed.train(1, 1, fed.global_model).vector
+    shift = torch.randn(fed.dim) * algorithm.trainable
+    algorithm.server_control = shift
+    corrected = algorithm.client_update(fed, 1, 1).vector
+    assert torch.allclose(corrected, plain - 0.1 * shift, atol=1e-6)
+
+
+def test_control_variates_option_ii_and_the_server_step():
+    fed = one_step_federation()
+    algorithm = build_algorithm("scaffold", global_lr=0.5)
+    algorithm.setup(fed)
+    x = fed.global_model.clone()
+    results = [algorithm.client_update(fed, k, 1) for k in (0, 2)]
+    for k, result in zip((0, 2), results):
+        expected = (x - result.vector) / (1 * 0.1) * algorithm.trainable  # c = c_i = 0 before, K = 1 step
+        assert torch.allclose(algorithm.client_controls[k], expected, atol=1e-5)
+    assert not algorithm.client_controls[1].any(), "a client that did not train keeps its control variate"
+    updates = torch.stack([r.vector for r in results])
+    algorithm.aggregate(fed, torch.tensor([0, 2]), updates, 1)
+    assert torch.allclose(fed.global_model, x + 0.5 * (updates - x).mean(0), atol=1e-6)
+    assert torch.allclose(algorithm.server_control, algorithm.client_controls.sum(0) / 4, atol=1e-6)
+
+
+def test_first_round_equals_fedavg_and_later_rounds_differ():
+    scaffold = run_rounds(make_federation(), build_algorithm("scaffold"), Schedule(2), progress=False)
+    fedavg = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(2), progress=False)
+    first = lambda frame: frame[frame["round"] == 1]["accuracy"].to_numpy()
+    assert (first(scaffold) == first(fedavg)).all(), "zero control variates: FedAvg's round (equal client sizes)"
+    assert not scaffold[scaffold["round"] == 2]["loss"].equals(fedavg[fedavg["round"] == 2]["loss"])
+
+
+def test_adam_and_bad_options_are_refused():
+    fed = make_federation()
+    fed.train_config = TrainConfig(optimizer="adam")
+    with pytest.raises(ValueError, match="assume SGD local steps"):
+        build_algorithm("scaffold").setup(fed)
+    with pytest.raises(ValueError, match="global_lr must be > 0"):
+        build_algorithm("scaffold", global_lr=0)
+
+
+def test_resume_reproduces_the_uninterrupted_run(tmp_path):
+    run = run_full_and_resumed(make_federation, lambda: build_algorithm("scaffold"), tmp_path / "checkpoint.pt")
+    pd.testing.assert_frame_equal(run.full, run.resumed)
+    assert torch.equal(run.full_algorithm.server_control, run.resumed_algorithm.server_control)

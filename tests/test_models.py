@@ -50,3 +50,17 @@ def test_mcmahan_cnn_has_the_published_parameter_count():
 def test_unknown_model_is_rejected_with_the_choices():
     with pytest.raises(ValueError, match="unknown model 'resnet'.*mclr"):
         build_model("resnet", (1, 28, 28), 10)
+
+
+def test_leaf_celeba_cnn_is_four_conv_bn_pool_relu_blocks():
+    model = build_model("leaf_celeba_cnn", (3, 84, 84), 2)
+    kinds = [type(m).__name__ for m in model.conv]
+    assert kinds == ["Conv2d", "BatchNorm2d", "MaxPool2d", "ReLU"] * 4
+    assert all(m.kernel_size == (3, 3) and m.out_channels == 32 for m in model.conv if isinstance(m, torch.nn.Conv2d))
+    assert model.feature_dim == 32 * 5 * 5  # 84 → 42 → 21 → 10 → 5
+    x = torch.randn(3, 3, 84, 84)
+    assert model(x).shape == (3, 2) and model.features(x).shape == (3, 800)
+    assert sum(p.numel() for p in model.parameters()) == 896 + 3 * 9248 + 4 * 64 + 800 * 2 + 2
+    fresh = build_model("leaf_celeba_cnn", (3, 84, 84), 2)
+    assert all(bool((bn.running_mean == 0).all()) for bn in fresh.conv if isinstance(bn, torch.nn.BatchNorm2d)), \
+        "building the model does not touch its BatchNorm statistics"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gflkit.models.base import FeatureModel
-from gflkit.models.cnn import McMahanCNN, SimpleCNN
+from gflkit.models.cnn import LeafCelebACNN, McMahanCNN, SimpleCNN
 from gflkit.models.lstm import CharLSTM
 from gflkit.models.mclr import MCLR, MCLRReLU
 from gflkit.models.mobilenet import MobileNetV2
@@ -20,6 +20,7 @@ MODELS: dict[str, type[FeatureModel]] = {
     "mclr_relu": MCLRReLU,
     "mcmahan_cnn": McMahanCNN,
     "simple_cnn": SimpleCNN,
+    "leaf_celeba_cnn": LeafCelebACNN,
     "mobilenet_v2": MobileNetV2,
     "char_lstm": CharLSTM,
     "gru_seq2seq": GRUSeq2Seq,
@@ -36,6 +37,6 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, **opt
 
 
 __all__ = [
-    "FeatureModel", "MCLR", "MCLRReLU", "McMahanCNN", "SimpleCNN", "MobileNetV2", "CharLSTM", "GRUSeq2Seq", "RNNForecaster", "VGAE", "MODELS",
+    "FeatureModel", "MCLR", "MCLRReLU", "McMahanCNN", "SimpleCNN", "LeafCelebACNN", "MobileNetV2", "CharLSTM", "GRUSeq2Seq", "RNNForecaster", "VGAE", "MODELS",
     "build_model",
 ]

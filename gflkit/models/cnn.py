@@ -63,3 +63,31 @@ class SimpleCNN(FeatureModel):
 
     def head(self, h: Tensor) -> Tensor:
         return self.classifier(h)
+
+
+class LeafCelebACNN(FeatureModel):
+    r"""LEAF's CelebA CNN (Caldas et al., "LEAF: A Benchmark for Federated Settings", 2018), FedCG's CelebA model.
+
+    Four blocks of conv 3×3 (32, "same" padding) → BatchNorm → max-pool 2 → ReLU on 84×84 RGB faces,
+    then a linear layer to the classes; ``features`` is the flattened output of the last block
+    (32 × 5 × 5 = 800 for 84×84 inputs). LEAF's ``celeba/cnn.py`` builds exactly these four blocks.
+    """
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, channels: int = 32, blocks: int = 4):
+        super().__init__()
+        layers: list[nn.Module] = []
+        previous = input_shape[0]
+        for _ in range(blocks):
+            layers += [nn.Conv2d(previous, channels, 3, padding=1), nn.BatchNorm2d(channels), nn.MaxPool2d(2),
+                       nn.ReLU()]
+            previous = channels
+        self.conv = nn.Sequential(*layers)
+        self.feature_dim = _flat_size(self.conv.eval(), input_shape)
+        self.conv.train()
+        self.classifier = nn.Linear(self.feature_dim, num_classes)
+
+    def features(self, x: Tensor) -> Tensor:
+        return self.conv(x).flatten(1)
+
+    def head(self, h: Tensor) -> Tensor:
+        return self.classifier(h)

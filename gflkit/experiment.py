@@ -29,7 +29,7 @@ from gflkit.data.subgraphs import PARTITIONERS, ClientGraph, make_subgraph_clien
 from gflkit.engine import Checkpoint, Schedule, run_rounds
 from gflkit.federation import Federation, GraphFederation
 from gflkit.models import MODELS, build_model
-from gflkit.progress import progress_bar
+from gflkit.progress import outer_progress
 from gflkit.results import ResultStore
 from gflkit.seeding import MODEL_INIT, derive_seed
 from gflkit.tasks import GRAPH_TASKS, TASKS, build_task
@@ -286,9 +286,8 @@ def run_grid(
     grouped by what varied.
     """
     frames = []
-    bar = progress_bar(configs, desc="runs", unit="run", enabled=len(configs) > 1, leave=True)
-    for config in bar:
-        bar.set_postfix_str(f"{config.method} seed={config.seed}")
+    for config in outer_progress(configs, desc="runs", unit="run", enabled=len(configs) > 1,
+                                 label=lambda c: f"{c.method} seed={c.seed}"):
         frames.append(run(config, data_root, store, device).assign(**(columns(config) if columns else {})))
     return pd.concat(frames, ignore_index=True)
 

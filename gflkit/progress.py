@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator, TypeVar
+
+T = TypeVar("T")
 
 ENV_PROGRESS = "GFLKIT_PROGRESS"
 PROGRESS_MODES = ("auto", "text", "off")
@@ -35,3 +37,26 @@ def progress_bar(iterable: Iterable[Any], *, desc: str, enabled: bool = True, le
     from tqdm.auto import tqdm
 
     return tqdm(iterable, desc=desc, disable=not enabled or mode == "off", leave=leave, **options)
+
+
+def outer_progress(items: Iterable[T], *, desc: str, label: Callable[[T], str], unit: str = "it",
+                   enabled: bool = True) -> Iterator[T]:
+    """Iterate ``items`` showing "``desc``: i/n (label)" for the current one, around inner round bars.
+
+    In ``text`` mode this is one plain line per item on stderr (two live text bars would need cursor
+    movements, which a saved notebook shows as ``[A`` garbage); otherwise a tqdm bar kept on screen.
+    """
+    items = list(items)
+    mode = progress_mode()
+    if not enabled or mode == "off":
+        yield from items
+        return
+    if mode == "text":
+        for number, item in enumerate(items, 1):
+            print(f"{desc}: {number}/{len(items)} ({label(item)})", file=sys.stderr, flush=True)
+            yield item
+        return
+    bar = progress_bar(items, desc=desc, unit=unit, leave=True)
+    for item in bar:
+        bar.set_postfix_str(label(item))
+        yield item

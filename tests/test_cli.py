@@ -135,3 +135,13 @@ def test_text_progress_bars_are_plain_text_on_stderr(monkeypatch, capsys):
     monkeypatch.setenv("GFLKIT_PROGRESS", "widget")
     with pytest.raises(ValueError, match=r"GFLKIT_PROGRESS='widget' is not a progress mode; use one of"):
         progress_bar(range(3), desc="rounds")
+
+
+def test_outer_progress_is_one_line_per_item_in_text_mode(monkeypatch, capsys):
+    from gflkit.progress import outer_progress
+
+    monkeypatch.setenv("GFLKIT_PROGRESS", "text")
+    assert list(outer_progress(["a", "b"], desc="runs", label=str.upper)) == ["a", "b"]
+    assert capsys.readouterr().err == "runs: 1/2 (A)\nruns: 2/2 (B)\n"
+    monkeypatch.setenv("GFLKIT_PROGRESS", "off")
+    assert list(outer_progress(["a"], desc="runs", label=str.upper)) == ["a"] and capsys.readouterr().err == ""

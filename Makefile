@@ -7,7 +7,7 @@ PAPERS  := $(if $(filter all,$(PAPER)),$(patsubst notebooks/%.ipynb,%,$(wildcard
 # Real data for tests and reproductions: GFLKIT_DATA if set, else the offline copies beside the repo.
 export GFLKIT_DATA ?= $(if $(wildcard ../shared/datasets),$(abspath ../shared/datasets),)
 
-.PHONY: setup demo test reproduce bench clean
+.PHONY: setup demo test reproduce lab bench clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -29,6 +29,11 @@ reproduce:
 	@for p in $(PAPERS); do \
 	  $(PY) -m gflkit.cli notebook $$p --profile $(PROFILE) --results results/$$p || exit 1; \
 	done
+
+# JupyterLab on notebooks/ with the project's kernel and the data root; LAB_ARGS passes options through,
+# e.g. make lab LAB_ARGS="--no-browser --port 8890".
+lab:
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
 bench:
 	$(PY) benchmarks/round_overhead.py

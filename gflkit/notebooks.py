@@ -137,7 +137,8 @@ def execute(
     running = output / f".{name}.{os.getpid()}.running.ipynb"
     try:
         # The kernel inherits the environment: text bars, streamed to the terminal and saved readably.
-        with mock.patch.dict(os.environ, {"GFLKIT_PROGRESS": "text"}):
+        mode = os.environ.get("GFLKIT_PROGRESS") or "auto"
+        with mock.patch.dict(os.environ, {"GFLKIT_PROGRESS": "text" if mode == "auto" else mode}):
             papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(source.parent),
                                        progress_bar=False, stdout_file=sys.stdout, stderr_file=sys.stderr)
         os.replace(running, executed)

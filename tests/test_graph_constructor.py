@@ -31,7 +31,8 @@ def test_targets_are_row_normalised_distances_or_proximities():
     models = torch.tensor([[0.0, 0.0], [3.0, 4.0], [6.0, 8.0]])
     distances = torch.tensor([[0.0, 5.0, 10.0], [5.0, 0.0, 5.0], [10.0, 5.0, 0.0]])
     assert torch.allclose(distance_target(models, "distance"), F.normalize(distances, dim=1))
-    assert torch.allclose(distance_target(models, "proximity"), F.normalize(10.0 - distances, dim=1))
+    proximity = (10.0 - distances).fill_diagonal_(0.0)  # the constructor's diagonal is 0, so is the target's
+    assert torch.allclose(distance_target(models, "proximity"), F.normalize(proximity, dim=1))
     with pytest.raises(ValueError, match="target must be one of"):
         distance_target(models, "cosine")
 

@@ -54,7 +54,10 @@ def test_first_round_equals_fedavg_and_later_rounds_differ():
 def test_adam_and_bad_options_are_refused():
     fed = make_federation()
     fed.train_config = TrainConfig(optimizer="adam")
-    with pytest.raises(ValueError, match="assume SGD local steps"):
+    with pytest.raises(ValueError, match="assume plain SGD local steps"):
+        build_algorithm("scaffold").setup(fed)
+    fed.train_config = TrainConfig(momentum=0.9)
+    with pytest.raises(ValueError, match="with momentum 0.9"):
         build_algorithm("scaffold").setup(fed)
     with pytest.raises(ValueError, match="global_lr must be > 0"):
         build_algorithm("scaffold", global_lr=0)

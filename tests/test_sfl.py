@@ -37,7 +37,8 @@ def test_server_propagates_all_personalised_models_and_reads_out_their_mean():
     algorithm.aggregate(fed, torch.tensor([0, 2]), updates, 1)
     models = fed.initial.repeat(4, 1)
     models[torch.tensor([0, 2])] = updates
-    assert torch.equal(fed.models, models)
+    assert torch.equal(algorithm.received, models), "the server's copies: the uploads, the last ones elsewhere"
+    assert torch.equal(fed.models, fed.initial.repeat(4, 1)), "the clients' own models are theirs"
     expected = graph_propagate(algorithm.propagation, models, layers=3)
     assert torch.allclose(algorithm.aggregated, expected)
     assert torch.allclose(fed.global_model, expected.mean(0))
@@ -159,3 +160,19 @@ def test_partial_sfl_pulls_act_on_shared_entries_only():
     loss = algorithm.local_loss(fed, step)
     expected = 0.5 * (fed.models[0] - anchor_far[0])[algorithm.shared].pow(2).sum()
     assert torch.allclose(loss, expected)
+
+
+def test_the_channel_corrupts_what_the_server_receives_not_what_the_client_keeps():
+    from gflkit.channel import Channel
+
+    for share in ("all", "encoder"):
+        fed = make_federation()
+        fed.channel = Channel(noise_scale=1.0)
+        algorithm = build_algorithm("sfl", share=share)
+        run_rounds(fed, algorithm, Schedule(1), progress=False)
+        clean = make_federation()
+        reference = build_algorithm("sfl", share=share)
+        run_rounds(clean, reference, Schedule(1), progress=False)
+        assert torch.equal(fed.models, clean.models), "each client keeps the model it trained"
+        assert not torch.allclose(algorithm.received[:, algorithm.shared], reference.received[:, reference.shared])
+        assert not torch.allclose(algorithm.aggregated[:, algorithm.shared], reference.aggregated[:, reference.shared])

@@ -30,7 +30,7 @@ def test_the_readout_never_leaves_the_client_and_the_server_reads_only_shared_en
     assert torch.allclose(fed.global_model[shared], (fed.num_train / fed.num_train.sum()) @ uploads[:, shared], atol=1e-6)
 
 
-def test_a_client_starts_from_the_global_encoder_and_its_own_readout_and_is_scored_with_its_own_model():
+def test_a_client_starts_from_the_global_encoder_and_its_own_readout_and_is_scored_with_it():
     fed = make_graph_federation("node_classification")
     algorithm = build_algorithm("fedavg", share="encoder")
     algorithm.setup(fed)
@@ -39,7 +39,9 @@ def test_a_client_starts_from_the_global_encoder_and_its_own_readout_and_is_scor
     start = algorithm.configure(fed, 1)
     assert torch.equal(start[algorithm.shared], fed.global_model[algorithm.shared])
     assert torch.equal(start[~algorithm.shared], fed.models[1][~algorithm.shared])
-    assert algorithm.evaluation_models(fed) is fed.models
+    assert torch.equal(algorithm.evaluation_models(fed)[1], start), "server protocol: where the client starts from"
+    result = algorithm.client_update(fed, 1, 1)
+    assert torch.equal(algorithm.trained_model(fed, 1, result), fed.models[1]), "local protocol: its trained model"
 
 
 def test_share_all_is_fedavg_bit_for_bit():

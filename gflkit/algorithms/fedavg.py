@@ -21,8 +21,9 @@ class FedAvg(Algorithm):
 
     With ``share`` other than ``"all"`` (:mod:`gflkit.algorithms.sharing`) only the shared entries
     are averaged; the others stay the client's own (FedPer with ``share="encoder"``: base layers
-    federated, classifier personal; Table 5 of FedVGAE shares the VGAE encoder), and every client is
-    evaluated with its own model. Subclasses whose parameters have no ``share`` share everything.
+    federated, classifier personal; Table 5 of FedVGAE shares the VGAE encoder). Under the ``server``
+    protocol a client is then scored with the global shared entries and its own personal ones, under
+    ``local`` with the model it just trained. Subclasses whose parameters have no ``share`` share everything.
     """
 
     name = "fedavg"
@@ -63,7 +64,11 @@ class FedAvg(Algorithm):
             fed.global_model = mean
 
     def evaluation_models(self, fed: Federation) -> Tensor:
-        return fed.models if self.partial else fed.global_model
+        """The global model; under partial sharing each client's next starting point, the global shared
+        entries with its own personal ones (what FedPer's and LG-FedAvg's codes evaluate)."""
+        if not self.partial:
+            return fed.global_model
+        return torch.where(self.shared, fed.global_model, fed.models)
 
     def trained_model(self, fed: Federation, client: int, result: LocalResult) -> Tensor:
         return fed.models[client] if self.partial else result.vector  # ``result`` holds the shared entries only

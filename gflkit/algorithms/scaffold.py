@@ -45,8 +45,10 @@ class Scaffold(FedAvg):
         x \leftarrow x + \frac{\eta_g}{|S|}\sum_{i \in S}(y_i - x), \qquad
         c \leftarrow c + \frac{1}{N}\sum_{i \in S}(c_i^+ - c_i).
 
-    Control variates cover the trainable parameters only (buffers such as BatchNorm statistics get none).
-    The correction assumes plain SGD steps, so a run with Adam is refused. Every client is scored with
+    Control variates and :math:`\eta_g` cover the trainable parameters only (buffers such as BatchNorm
+    statistics get no control variate and are averaged). The correction assumes plain SGD steps, so a run
+    with Adam or momentum is refused. The control-variate updates travel outside the uplink channel
+    (:mod:`gflkit.channel` corrupts the model uploads only). Every client is scored with
     the global model under the ``server`` protocol, as FedAvg.
     """
 
@@ -63,9 +65,10 @@ class Scaffold(FedAvg):
 
     def setup(self, fed: Federation) -> None:
         super().setup(fed)
-        if fed.train_config.optimizer != "sgd":
-            raise ValueError(f"scaffold's control variates assume SGD local steps, got optimizer "
-                             f"{fed.train_config.optimizer!r}; use optimizer='sgd'")
+        if fed.train_config.optimizer != "sgd" or fed.train_config.momentum != 0:
+            raise ValueError(f"scaffold's control variates assume plain SGD local steps (option II divides the "
+                             f"displacement by K·lr), got optimizer {fed.train_config.optimizer!r} with momentum "
+                             f"{fed.train_config.momentum}; use optimizer='sgd', momentum=0")
         self.trainable = fed.layout.parameter_mask(fed.device)
         self.server_control = torch.zeros(fed.dim, device=fed.device)
         self.client_controls = torch.zeros(fed.num_clients, fed.dim, device=fed.device)
@@ -88,7 +91,8 @@ class Scaffold(FedAvg):
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         fed.models[clients] = updates
-        fed.global_model = fed.global_model + self.params.global_lr * (updates - fed.global_model).mean(dim=0)
+        step = torch.where(self.trainable, self.params.global_lr, 1.0)  # buffers (BatchNorm statistics): averaged
+        fed.global_model = fed.global_model + step * (updates - fed.global_model).mean(dim=0)
         deltas = torch.stack([self._pending.pop(int(k)) for k in clients])
         self.server_control = self.server_control + deltas.sum(dim=0) / fed.num_clients
 

@@ -32,7 +32,7 @@ from torch import Tensor
 from gflkit.algorithms.fedavg import FedAvg
 from gflkit.algorithms.sharing import SharingParams
 from gflkit.algorithms.terms import squared_distance
-from gflkit.federation import Federation
+from gflkit.federation import Federation, LocalResult
 from gflkit.graphs.adjacency import row_normalize
 from gflkit.graphs.given import GIVEN_GRAPHS, GivenGraphOptions, given_graph
 from gflkit.graphs.graph_constructor import TARGETS, learn_client_graph
@@ -139,8 +139,9 @@ class SFL(FedAvg):
        where both are the initial model). It starts from ``start`` (the paper: its own :math:`v_k`).
     2. **Server, structure-based aggregation.** The GCN propagates the personalised models over the
        graph, :math:`U = \alpha \hat A^{L} V + (1 - \alpha) V` with :math:`\hat A = D^{-1}(A + I)` (the
-       authors' row normalisation with self loops); rows of clients not sampled this round enter with
-       their last :math:`v_k`.
+       authors' row normalisation with self loops). :math:`V` holds the server's copies of the models
+       as they arrived through the uplink channel (rows of clients not sampled this round: their last
+       upload); each client keeps its own :math:`v_k` to start from.
     3. **Server, read-out.** The global model is the mean of the aggregated models,
        :math:`w = \frac1K \sum_k u_k`.
 
@@ -171,6 +172,7 @@ class SFL(FedAvg):
         self.propagation: Tensor | None = None
         self.given_propagation: Tensor | None = None
         self.aggregated: Tensor | None = None
+        self.received: Tensor | None = None
         self.fit_losses: list[tuple[float, float]] = []
 
     def setup(self, fed: Federation) -> None:
@@ -184,10 +186,11 @@ class SFL(FedAvg):
             self.adjacency = self.params.build_graph(fed)
             self.propagation = self_loop_propagation(self.adjacency)
         self.aggregated = fed.models.clone()
+        self.received = fed.models.clone()  # the server's copies of the models, as they arrived
 
     def learn_propagation(self, fed: Federation, round: int) -> Tensor:
         """SFL*: the propagation matrix of this round, learned from the (shared entries of the) client models."""
-        models = fed.models[:, self.shared] if self.partial else fed.models
+        models = self.received[:, self.shared] if self.partial else self.received
         p = self.params
         learned = learn_client_graph(models, p.learn_k, p.learn_dim, p.learn_alpha, p.learn_steps, p.learn_lr,
                                      p.learn_weight_decay, p.learn_target, seed=derive_seed(fed.seed, SFL_GRAPH, round))
@@ -215,12 +218,18 @@ class SFL(FedAvg):
             anchor = torch.where(self.shared, anchor, fed.flat.vector.detach())
         return squared_distance(fed.flat.parameters, fed.flat.parameters_as_views(anchor))
 
+    def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
+        """Local training; the client keeps its own :math:`v_k` (the server only sees what it uploads)."""
+        result = super().client_update(fed, client, round)
+        if not self.partial:  # FedAvg's partial sharing has stored it already
+            fed.models[client] = result.vector
+        return result
+
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
-        if not self.partial:  # under partial sharing the clients already hold their models
-            fed.models[clients] = updates
+        self.received[clients] = updates  # through the channel; only the shared entries under partial sharing
         if self.params.learned:
             self.propagation = self.learn_propagation(fed, round)
-        propagated = graph_propagate(self.propagation, fed.models, self.params.layers, self.params.alpha)
+        propagated = graph_propagate(self.propagation, self.received, self.params.layers, self.params.alpha)
         self.aggregated = torch.where(self.shared, propagated, fed.models) if self.partial else propagated
         fed.global_model = self.aggregated.mean(dim=0)
 
@@ -229,12 +238,13 @@ class SFL(FedAvg):
 
     def state_dict(self) -> dict[str, Any]:
         return {"adjacency": self.adjacency, "propagation": self.propagation, "aggregated": self.aggregated,
-                "fit_losses": torch.tensor(self.fit_losses).reshape(-1, 2)}
+                "received": self.received, "fit_losses": torch.tensor(self.fit_losses).reshape(-1, 2)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.adjacency = state["adjacency"]
         self.propagation = state["propagation"]
         self.aggregated = state["aggregated"]
+        self.received = state["received"]
         self.fit_losses = [tuple(row) for row in state["fit_losses"].tolist()]
 
     def artifacts(self) -> dict[str, Tensor]:

@@ -16,7 +16,8 @@ The target. The authors' code fits :math:`A` to the pairwise Euclidean *distance
 flattened client models, :math:`T_{ij} = \lVert v_i - v_j \rVert_2` (``target="distance"``), so the
 top-``k`` edges link each client to the clients *farthest* from it. The paper asks for a graph that is
 "sparse while preserving proximity relationship among participants"; ``target="proximity"`` fits
-:math:`T_{ij} = \max D - D_{ij}` instead, so close clients get the large weights. The default is the
+:math:`T_{ij} = \max D - D_{ij}` (:math:`i \ne j`; 0 on the diagonal, which the constructor cannot
+produce) instead, so close clients get the large weights. The default is the
 paper's (proximity); the code's is one option away.
 
 Shared with FedSKA's learner (:mod:`gflkit.graphs.structure_learner`): the per-row top-k
@@ -57,9 +58,9 @@ def distance_target(models: Tensor, target: str = "proximity") -> Tensor:
     """The fitting target :math:`T` for client models ``models`` (``K × d``), rows L2-normalised."""
     if target not in TARGETS:
         raise ValueError(f"target must be one of {list(TARGETS)}, got {target!r}")
-    distances = torch.cdist(models, models)
-    if target == "proximity":
-        distances = distances.max() - distances
+    distances = torch.cdist(models, models, compute_mode="donot_use_mm_for_euclid_dist")  # exact zero diagonal
+    if target == "proximity":  # the constructor's diagonal is 0: so is the target's, or it dominates every row
+        distances = (distances.max() - distances).fill_diagonal_(0.0)
     return F.normalize(distances, dim=1)
 
 

@@ -329,9 +329,12 @@ def test_cache_file_with_other_contents_is_rebuilt(tmp_path):
     with registered(spec):
         first = load_dataset("mnist", tmp_path / "root")
         (cached,) = (tmp_path / "cache" / "mnist").glob("mnist-*.pt")
-        torch.save({"edge_index": torch.zeros(2, 1)}, cached)  # well-formed, but another conversion
+        torch.save({"edge_index": torch.zeros(2, 1), "__gflkit_cache_key__": "another"}, cached)  # another conversion
         with pytest.warns(RuntimeWarning, match="does not hold the conversion"):
             second = load_dataset("mnist", tmp_path / "root")
+        torch.save({"x": torch.zeros(1)}, cached)  # a cache file from before cache keys
+        with pytest.warns(RuntimeWarning, match="written by an older gflkit"):
+            load_dataset("mnist", tmp_path / "root")
         third = load_dataset("mnist", tmp_path / "root")  # the rebuilt file is trusted again, silently
     assert torch.equal(first.x, second.x) and torch.equal(first.x, third.x) and torch.equal(first.y, third.y)
 

@@ -730,8 +730,9 @@ def _read_cache(path: Path, key: str) -> dict[str, Any] | None:
         warnings.warn(f"ignoring unreadable cache file {path} (rebuilding it): {exc}", RuntimeWarning, stacklevel=3)
         return None
     if not isinstance(stored, dict) or stored.get(_CACHE_KEY) != key:
-        warnings.warn(f"ignoring cache file {path}: it does not hold the conversion its name says "
-                      "(rebuilding it)", RuntimeWarning, stacklevel=3)
+        why = ("it was written by an older gflkit" if isinstance(stored, dict) and _CACHE_KEY not in stored
+               else "it does not hold the conversion its name says")
+        warnings.warn(f"ignoring cache file {path}: {why} (rebuilding it)", RuntimeWarning, stacklevel=3)
         return None
     return {k: v for k, v in stored.items() if k != _CACHE_KEY}
 

@@ -19,6 +19,7 @@ REAL_ROOT = os.environ.get("GFLKIT_DATA")
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("GFLKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # `data clean` also cleans the per-user cache
     monkeypatch.setenv("GFLKIT_OFFLINE", "1")
     monkeypatch.delenv("GFLKIT_DATA", raising=False)
 

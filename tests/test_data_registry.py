@@ -47,6 +47,7 @@ SHARED = Path(os.environ.get("GFLKIT_DATA") or "/nonexistent")
 def _isolated_env(tmp_path, monkeypatch):
     """Every test gets its own cache folder and never touches the network."""
     monkeypatch.setenv("GFLKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("GFLKIT_OFFLINE", "0")
     monkeypatch.delenv("GFLKIT_DATA", raising=False)
 

@@ -82,6 +82,16 @@ def _missing_root(root: Path) -> str | None:
             f"datasets (e.g. ../shared/datasets), or fetch them into it with `gflkit data fetch NAME`")
 
 
+def _named_specs(names: Sequence[str]) -> list[DatasetSpec] | None:
+    """The specs of ``names`` (all registered datasets when empty; duplicates once), or None after printing
+    the unknown name and the known ones."""
+    try:
+        return [get_spec(n) for n in dict.fromkeys(names or dataset_names())]
+    except UnknownDatasetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     root = data_root(args.root)
     if (problem := _missing_root(root)) is not None:
@@ -104,11 +114,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     root = data_root(args.root)
-    names = list(dict.fromkeys(args.names)) or dataset_names()
-    try:
-        specs = [get_spec(n) for n in names]
-    except UnknownDatasetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if (specs := _named_specs(args.names)) is None:
         return 2
     if (problem := _missing_root(root)) is not None:
         print(problem, file=sys.stderr)
@@ -139,10 +145,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_fetch(args: argparse.Namespace) -> int:
     root = data_root(args.root)
-    try:
-        specs = [get_spec(n) for n in dict.fromkeys(args.names)]
-    except UnknownDatasetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if (specs := _named_specs(args.names)) is None:
         return 2
     code = 0
     for spec in specs:
@@ -174,11 +177,7 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_clean(args: argparse.Namespace) -> int:
-    names = list(dict.fromkeys(args.names)) or dataset_names()
-    try:
-        specs = [get_spec(n) for n in names]
-    except UnknownDatasetError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if (specs := _named_specs(args.names)) is None:
         return 2
     root = data_root(args.root)
     total = 0

@@ -2,7 +2,8 @@
 
 One round ``t`` (1-based) of :func:`run_rounds`:
 
-1. sample the participating clients ``S_t`` (all of them by default);
+1. sample the participating clients ``S_t`` among the training clients (all of them by default;
+   held-out test clients never train);
 2. for each ``k`` in ``S_t``: ``algorithm.client_update`` (configure → shared local SGD loop);
 3. ``algorithm.aggregate(S_t, updates)`` — linear algebra on the ``K × d`` state;
 4. every ``eval_every`` rounds (and at the last one): evaluate each client's model on its own test
@@ -218,18 +219,21 @@ def run_rounds(
     Records have one row per (evaluated round, client): ``round``, ``client``, the task's metrics under
     ``schedule.evaluate`` (e.g. ``accuracy``, ``loss``), the same under the other protocol with its name
     as suffix (``accuracy_local`` / ``accuracy_server``), ``num_samples`` (the client's test samples),
-    ``train_loss`` (mean local loss of that round; NaN when the client did not take part).
+    ``train_loss`` (mean local loss of that round; NaN when the client did not take part) and, when the
+    federation holds out clients, ``held_out`` (whether the row is an unseen test client).
     """
     algorithm.setup(fed)
     first_round, records, local_scores = 1, [], {}
     if checkpoint is not None and checkpoint.exists():
         done, records, local_scores = checkpoint.load(fed, algorithm)
         first_round = done + 1
-    partial = schedule.clients_per_round is not None and schedule.clients_per_round < fed.num_clients
+    pool = fed.training_clients
+    partial = schedule.clients_per_round is not None and schedule.clients_per_round < len(pool)
+    held_out = fed.held_out.tolist() if bool(fed.held_out.any()) else None
     bar = progress_bar(range(first_round, schedule.rounds + 1), desc=description or algorithm.name,
                        enabled=progress, initial=first_round - 1, total=schedule.rounds)
     for round in bar:
-        clients = sample_clients(fed.num_clients, schedule.clients_per_round, fed.seed, round)
+        clients = pool[sample_clients(len(pool), schedule.clients_per_round, fed.seed, round)]
         results = train_round(fed, algorithm, clients, round)
         if schedule.evaluates(round) or partial:  # a non-participant keeps its last trained model's score
             score_trained_models(fed, algorithm, clients, results, local_scores)
@@ -237,7 +241,8 @@ def run_rounds(
             train_loss = dict(zip(clients.tolist(), (r.loss for r in results)))
             metrics = protocol_records(server_metrics(fed, algorithm), local_scores, schedule)
             records.extend(
-                {"round": round, "client": k, **m, "train_loss": train_loss.get(k, math.nan)}
+                {"round": round, "client": k, **m, "train_loss": train_loss.get(k, math.nan),
+                 **({"held_out": held_out[k]} if held_out else {})}
                 for k, m in enumerate(metrics)
             )
             headline = next(iter(metrics[0]))  # the task's first metric, e.g. accuracy or mae

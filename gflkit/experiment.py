@@ -24,14 +24,14 @@ from gflkit.algorithms import ALGORITHMS, build_algorithm
 from gflkit.algorithms.base import make_params
 from gflkit.channel import Channel
 from gflkit.data import SampleDataset, dataset_names, get_spec, load_dataset, load_graph
-from gflkit.data.partition import SCHEMES, ClientSplit, partition, split_by_marker, train_test_split
+from gflkit.data.partition import SCHEMES, ClientSplit, hold_out_clients, partition, split_by_marker, train_test_split
 from gflkit.data.subgraphs import PARTITIONERS, ClientGraph, make_subgraph_clients
 from gflkit.engine import Checkpoint, Schedule, run_rounds
 from gflkit.federation import Federation, GraphFederation
 from gflkit.models import MODELS, build_model
 from gflkit.progress import outer_progress
 from gflkit.results import ResultStore
-from gflkit.seeding import MODEL_INIT, derive_seed
+from gflkit.seeding import HELD_OUT_CLIENTS, MODEL_INIT, derive_seed
 from gflkit.tasks import GRAPH_TASKS, TASKS, build_task
 from gflkit.threads import limit_threads
 from gflkit.training import TrainConfig
@@ -57,6 +57,9 @@ class RunConfig:
         max_samples: optional random subsample of the pool (reduced profiles); None keeps everything.
         test_ratio: per-client test fraction; None uses the source's own per-user split (LEAF). Not used
             by graph datasets (their splits are ``partition_options``).
+        held_out: fraction of the clients held out as unseen test clients (LEAF's and FedCG's protocol,
+            :func:`~gflkit.data.partition.hold_out_clients`): they never train and are scored on all their
+            samples; their records carry ``held_out=True``. 0 (default): every client trains.
         model, method: registered names, with their options (``method_options`` is completed with the
             method's defaults, so it always lists every hyper-parameter).
         rounds, clients_per_round, eval_every: the schedule.
@@ -89,6 +92,7 @@ class RunConfig:
     pool: str = "all"
     max_samples: int | None = None
     test_ratio: float | None = 0.2
+    held_out: float = 0.0
     rounds: int = 10
     clients_per_round: int | None = None
     eval_every: int = 1
@@ -126,6 +130,11 @@ class RunConfig:
             raise ValueError(f"num_clients must be >= 1, got {self.num_clients}")
         if self.test_ratio is not None and not 0 < self.test_ratio < 1:
             raise ValueError(f"test_ratio must lie in (0, 1) or be None, got {self.test_ratio}")
+        if not 0 <= self.held_out < 1:
+            raise ValueError(f"held_out must be a fraction of the clients in [0, 1), got {self.held_out}")
+        if self.held_out and self.is_graph:
+            raise ValueError("held_out clients are for sample datasets; subgraph clients have their own "
+                             "validation and test splits (partition_options)")
         if self.max_samples is not None and self.max_samples < self.num_clients:
             raise ValueError(f"max_samples ({self.max_samples}) must be at least num_clients ({self.num_clients})")
         # rejects unknown or invalid method options, and options that do not fit num_clients
@@ -201,8 +210,12 @@ def client_split(data: SampleDataset, config: RunConfig) -> ClientSplit:
     parts = partition(data.y[pool], config.partition, config.num_clients, config.seed, **config.partition_options, **kwargs)
     parts = [pool[p] for p in parts]
     if config.test_ratio is None:
-        return split_by_marker(parts, data.is_test)
-    return train_test_split(parts, config.test_ratio, derive_seed(config.seed, 1))
+        split = split_by_marker(parts, data.is_test)
+    else:
+        split = train_test_split(parts, config.test_ratio, derive_seed(config.seed, 1))
+    if config.held_out:
+        split = hold_out_clients(split, config.held_out, derive_seed(config.seed, HELD_OUT_CLIENTS))
+    return split
 
 
 @functools.lru_cache(maxsize=4)
@@ -258,7 +271,7 @@ def build_federation(
         data.x, data.y, split.train, split.test, model,
         build_task(config.task, **{**data.info.get("task_options", {}), **config.task_options}),
         config.train_config(), seed=config.seed, device=resolve_device(device),
-        client_graph=client_graph(data, config, split), channel=config.uplink(),
+        client_graph=client_graph(data, config, split), channel=config.uplink(), held_out=split.held_out,
     )
 
 

@@ -55,6 +55,8 @@ class Federation:
         client_graph: a ``K × K`` graph over the clients that comes with the data (METR-LA's road
             network between sensor clients), or ``None``; methods may use it as their given graph.
         channel: the uplink that corrupts uploads before aggregation (perfect by default).
+        held_out: a ``(K,)`` boolean mask of unseen test clients, which are never sampled to train
+            (:func:`~gflkit.data.partition.hold_out_clients`); none by default.
     """
 
     #: the splits every evaluation scores: the test split, then held-out splits recorded as ``<split>_<metric>``
@@ -74,6 +76,7 @@ class Federation:
         eval_batch_size: int = 2048,
         client_graph: Tensor | None = None,
         channel: Channel = Channel(),
+        held_out: Tensor | None = None,
     ):
         if len(train_indices) != len(test_indices):
             raise ValueError(
@@ -89,6 +92,13 @@ class Federation:
             raise ValueError(f"client_graph must be {self.num_clients} × {self.num_clients} (one row per "
                              f"client), got shape {tuple(client_graph.shape)}")
         self.client_graph = None if client_graph is None else client_graph.to(self.device)
+        if held_out is not None:
+            if tuple(held_out.shape) != (self.num_clients,) or held_out.dtype != torch.bool:
+                raise ValueError(f"held_out must be a boolean mask with one entry per client ({self.num_clients}), "
+                                 f"got dtype {held_out.dtype} and shape {tuple(held_out.shape)}")
+            if bool(held_out.all()):
+                raise ValueError("every client is held out: at least one client must train")
+            self.held_out = held_out.cpu()
 
     def _setup(self, num_clients: int, model: FeatureModel, task: Task, train_config: TrainConfig, seed: int,
                eval_batch_size: int, channel: Channel, num_train: Sequence[int], num_test: Sequence[int]) -> None:
@@ -102,6 +112,7 @@ class Federation:
         self.seed = seed
         self.eval_batch_size = eval_batch_size
         self.client_graph: Tensor | None = None
+        self.held_out = torch.zeros(num_clients, dtype=torch.bool)
         self.flat = FlatModule(model.to(self.device))
         self._reference = FlatModule(copy.deepcopy(self.flat.module))  # second working module (representations)
         self.initial = self.flat.vector.detach().clone()
@@ -118,6 +129,11 @@ class Federation:
     def num_clients(self) -> int:
         """Number of clients K."""
         return len(self.num_train)
+
+    @property
+    def training_clients(self) -> Tensor:
+        """The ids of the clients that may be sampled to train (all but the held-out ones), sorted."""
+        return torch.nonzero(~self.held_out).flatten()
 
     @property
     def dim(self) -> int:

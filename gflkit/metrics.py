@@ -170,6 +170,18 @@ def summarize_records(
     return pd.DataFrame(rows, columns=[*by, *SUMMARY_COLUMNS, "num_clients"])
 
 
+def held_out_rows(records: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the held-out (unseen) test clients of runs with ``RunConfig.held_out``.
+
+    Their ``weighted_mean`` in :func:`summarize_records` / :func:`final_summary` is the global accuracy
+    over the union of their samples — FedCG's and LEAF's reported metric.
+    """
+    if "held_out" not in records.columns:
+        raise ValueError("these records have no held_out column: the runs held out no clients "
+                         "(set RunConfig.held_out, e.g. 0.2)")
+    return records[records["held_out"].astype(bool)]
+
+
 #: which evaluated round of a run a table reports
 REPORTS = ("last", "best_val")
 
@@ -295,6 +307,7 @@ __all__ = [
     "average_precision",
     "best_fraction",
     "final_summary",
+    "held_out_rows",
     "reported_rows",
     "REPORTS",
     "identical_methods",

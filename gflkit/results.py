@@ -33,7 +33,7 @@ from gflkit.atomic import atomic_write, atomic_write_text
 from gflkit.engine import Checkpoint
 
 #: Bump when a change to the engine changes the numbers a config produces; old runs are then ignored.
-SCHEMA_VERSION = 3  # 3: graph runs record validation metrics (val_<metric>)
+SCHEMA_VERSION = 4  # 3: graph runs record validation metrics (val_<metric>); 4: RunConfig.held_out
 
 
 def config_key(config: dict[str, Any]) -> str:

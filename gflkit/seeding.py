@@ -22,6 +22,8 @@ FEDSAGE = 2**32 + 0x5A6E
 FEDPUB_PROXY = 2**32 + 0xFED9B
 FEDATT_NOISE = 2**32 + 0xFEDA7
 SFL_GRAPH = 2**32 + 0x5F1
+HELD_OUT_CLIENTS = 2**32 + 8
+FEDCG_TEACHER = 2**32 + 0xFEDC6
 
 
 def derive_seed(seed: int, *keys: int) -> int:

@@ -57,9 +57,12 @@ def test_unknown_method_and_option_are_rejected():
 # Options a 4-client federation needs (FedSKA's default k = 30 neighbours does not fit; sample clients
 # have no validation split for FedVGAE's fine-tuning check, nor missing neighbours for FedSage+).
 TINY_FEDERATION_OPTIONS = {"fedska": {"k": 2}, "fedvgae": {"validation": "train"}, "fedsage": {"plus": False}}
+# FedCG trains its own convolutional network, which this 4×4 toy problem cannot teach (nor a plain CNN):
+# tests/test_fedcg.py checks that it learns held-out digits.
+CHECKED_ELSEWHERE = {"fedcg"}
 
 
-@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+@pytest.mark.parametrize("name", sorted(set(ALGORITHMS) - CHECKED_ELSEWHERE))
 def test_every_method_improves_on_the_initial_model(name):
     fed = make_federation()
     start = sum(m["accuracy"] for m in fed.evaluate(fed.initial)) / fed.num_clients

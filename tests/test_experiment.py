@@ -4,6 +4,7 @@ import torch
 
 from gflkit.experiment import RunConfig, build_federation, client_split, pool_indices, run
 from gflkit.data import load_dataset
+from gflkit import metrics
 from gflkit.results import ResultStore
 
 SMALL = dict(dataset="digits", num_clients=10, partition="shards", partition_options={"shards_per_client": 2},
@@ -116,3 +117,31 @@ def test_method_options_are_completed_so_equal_runs_share_one_key():
     explicit = RunConfig(**SMALL, method="fedprox", method_options={"mu": 0.01})
     assert implicit.method_options == {"mu": 0.01, "share": "all"}
     assert config_key(implicit.to_dict()) == config_key(explicit.to_dict())
+
+
+def test_held_out_clients_never_train_and_are_scored_on_all_their_samples():
+    config = RunConfig(**{**SMALL, "held_out": 0.3, "clients_per_round": 3, "rounds": 3})
+    data = load_dataset("digits")
+    plain, split = client_split(data, config.replace(held_out=0.0)), client_split(data, config)
+    held = split.held_out.nonzero().flatten().tolist()
+    assert len(held) == 3
+    for k in range(config.num_clients):
+        if k in held:
+            assert len(split.train[k]) == 0
+            assert torch.equal(split.test[k], torch.cat([plain.train[k], plain.test[k]]).sort().values)
+        else:
+            assert torch.equal(split.train[k], plain.train[k]) and torch.equal(split.test[k], plain.test[k])
+    records = run(config, device="cpu", progress=False)
+    trained = records.dropna(subset=["train_loss"])["client"].unique().tolist()
+    assert trained and not set(trained) & set(held), "a held-out client trained"
+    assert sorted(records.loc[records["held_out"], "client"].unique().tolist()) == held
+    unseen = metrics.held_out_rows(records)
+    assert set(unseen["client"]) == set(held)
+    with pytest.raises(ValueError, match="held out no clients"):
+        metrics.held_out_rows(run(RunConfig(**SMALL), device="cpu", progress=False))
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 1.0])
+def test_a_held_out_fraction_outside_0_1_is_rejected(fraction):
+    with pytest.raises(ValueError, match="held_out must be a fraction"):
+        RunConfig(**SMALL, held_out=fraction)

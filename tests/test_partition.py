@@ -289,3 +289,16 @@ def test_partition_dispatches() -> None:
 def test_bad_parameters_raise(call, name: str) -> None:
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_hold_out_clients_is_seeded_and_keeps_at_least_one_client_on_each_side():
+    from gflkit.data.partition import ClientSplit, hold_out_clients, num_held_out
+
+    split = ClientSplit([torch.arange(3 * k, 3 * k + 2) for k in range(5)], [torch.tensor([3 * k + 2]) for k in range(5)])
+    first, again = hold_out_clients(split, 0.4, seed=1), hold_out_clients(split, 0.4, seed=1)
+    assert torch.equal(first.held_out, again.held_out) and int(first.held_out.sum()) == 2
+    assert [num_held_out(5, f) for f in (0.0, 0.01, 0.5, 0.99)] == [0, 1, 2, 4]
+    for k in first.held_out.nonzero().flatten().tolist():
+        assert len(first.train[k]) == 0 and first.test[k].tolist() == [3 * k, 3 * k + 1, 3 * k + 2]
+    with pytest.raises(ValueError, match="at least 2 clients"):
+        num_held_out(1, 0.5)

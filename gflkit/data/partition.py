@@ -36,14 +36,24 @@ SCHEMES = ("iid", "shards", "shards_overlapping", "dirichlet", "natural")
 
 @dataclass
 class ClientSplit:
-    """Per-client train and test index sets (``train[k]`` and ``test[k]`` belong to client ``k``)."""
+    """Per-client train and test index sets (``train[k]`` and ``test[k]`` belong to client ``k``).
+
+    ``held_out[k]`` marks a client that never trains (an unseen test client, :func:`hold_out_clients`);
+    all False by default.
+    """
 
     train: list[Tensor]
     test: list[Tensor]
+    held_out: Tensor | None = None
 
     def __post_init__(self) -> None:
         if len(self.train) != len(self.test):
             raise ValueError(f"train and test must list the same clients, got {len(self.train)} and {len(self.test)}")
+        if self.held_out is None:
+            self.held_out = torch.zeros(len(self.train), dtype=torch.bool)
+        if self.held_out.dtype != torch.bool or tuple(self.held_out.shape) != (len(self.train),):
+            raise ValueError(f"held_out must be a boolean tensor with one entry per client ({len(self.train)}), "
+                             f"got dtype {self.held_out.dtype} and shape {tuple(self.held_out.shape)}")
 
     @property
     def num_clients(self) -> int:
@@ -124,7 +134,8 @@ def overlapping_shards(labels: Tensor, num_clients: int, shards_per_client: int,
     shared with SFL's code): clients **overlap**.
 
     The labels are allocated as in :func:`label_shards` — :math:`K q` shards of size
-    :math:`s = \lfloor N / (K q) floor` over the label-sorted samples, :math:`q` random shards per
+    :math:`s = \lfloor N / (K q) 
+floor` over the label-sorted samples, :math:`q` random shards per
     client, a shard's label being that of its first sample — but a client does not receive the
     shards' samples: for each label :math:`l` it holds :math:`c_l` shards of, it draws
     :math:`c_l\,s` samples without replacement from *all* samples of label :math:`l`, independently of
@@ -287,6 +298,36 @@ def split_by_marker(parts: list[Tensor], is_test: Tensor) -> ClientSplit:
     return ClientSplit(train, test)
 
 
+def num_held_out(num_clients: int, fraction: float) -> int:
+    """How many of ``num_clients`` clients a hold-out ``fraction`` keeps for testing: round(f·K), at least
+    one and at most K − 1 when ``fraction > 0`` (so that someone trains and someone is tested)."""
+    if not 0 <= fraction < 1:
+        raise ValueError(f"the held-out fraction of clients must lie in [0, 1), got {fraction}")
+    if fraction == 0:
+        return 0
+    if num_clients < 2:
+        raise ValueError(f"holding out clients needs at least 2 clients, got {num_clients}")
+    return min(max(round(fraction * num_clients), 1), num_clients - 1)
+
+
+def hold_out_clients(split: ClientSplit, fraction: float, seed: int) -> ClientSplit:
+    """Make a random ``fraction`` of the clients unseen test clients (LEAF's and FedCG's protocol).
+
+    A held-out client never trains: its train set becomes empty and its test set holds all its samples
+    (train and test together), so that a global model is scored on clients it never saw. The clients are
+    drawn uniformly by a generator seeded with ``seed``; :func:`num_held_out` says how many.
+    """
+    count = num_held_out(split.num_clients, fraction)
+    chosen = np.random.default_rng(seed).choice(split.num_clients, count, replace=False)
+    held_out = torch.zeros(split.num_clients, dtype=torch.bool)
+    held_out[torch.as_tensor(chosen, dtype=torch.long)] = True
+    empty = torch.zeros(0, dtype=torch.long)
+    train = [empty if held else part for part, held in zip(split.train, held_out.tolist())]
+    test = [torch.cat([split.train[k], split.test[k]]).sort().values if held else split.test[k]
+            for k, held in enumerate(held_out.tolist())]
+    return ClientSplit(train, test, held_out)
+
+
 def _option(options: dict[str, Any], name: str, scheme: str) -> Any:
     if name not in options:
         raise ValueError(f"partition scheme {scheme!r} needs the option {name!r}")
@@ -323,10 +364,12 @@ __all__ = [
     "ClientSplit",
     "SCHEMES",
     "dirichlet",
+    "hold_out_clients",
     "iid",
     "label_counts",
     "label_shards",
     "natural",
+    "num_held_out",
     "overlap_fraction",
     "overlapping_shards",
     "partition",

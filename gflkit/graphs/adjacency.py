@@ -55,3 +55,30 @@ def row_normalize(adjacency: Tensor, eps: float = 1e-10) -> Tensor:
     r"""Row-stochastic normalisation :math:`D^{-1} S` (rows of zero degree stay zero)."""
     degree = adjacency.sum(dim=1, keepdim=True)
     return torch.where(degree > eps, adjacency / degree.clamp(min=eps), torch.zeros_like(adjacency))
+
+
+def inverse_distance_similarity(features: Tensor, eps: float = 1e-12) -> Tensor:
+    r"""FedCG's Eq. 6 similarity :math:`h_{ij} = 1 / \lVert x_i - x_j\rVert_2` between the rows (flattened);
+    the diagonal is zero (a node's similarity to itself is set by :func:`self_weighted`)."""
+    flat = features.reshape(features.shape[0], -1)
+    distance = torch.cdist(flat.unsqueeze(0), flat.unsqueeze(0)).squeeze(0)
+    similarity = 1.0 / distance.clamp(min=eps)
+    return similarity.fill_diagonal_(0.0)
+
+
+def self_weighted(similarity: Tensor, beta: float = 0.5) -> Tensor:
+    r"""The adjacency of FedCG's Eq. 6 from any off-diagonal similarity :math:`h`:
+
+    .. math:: A_{ii} = \beta, \qquad A_{ij} = (1 - \beta)\,\frac{h_{ij}}{\sum_{d \ne i} h_{id}} \quad (i \ne j),
+
+    so every row sums to one (a single node keeps :math:`A = [1]`). ``uniform`` domains are
+    ``self_weighted(ones)``; the identity ("eye") is ``beta = 1``.
+    """
+    if not 0 <= beta <= 1:
+        raise ValueError(f"beta (the self-connection weight) must lie in [0, 1], got {beta}")
+    num_nodes = similarity.shape[0]
+    if num_nodes == 1:
+        return torch.ones(1, 1, dtype=similarity.dtype, device=similarity.device)
+    off = similarity.clone().fill_diagonal_(0.0)
+    adjacency = (1 - beta) * row_normalize(off)
+    return adjacency + beta * torch.eye(num_nodes, dtype=similarity.dtype, device=similarity.device)

@@ -8,6 +8,7 @@ from typing import Any
 
 from gflkit.models.base import FeatureModel
 from gflkit.models.cnn import LeafCelebACNN, McMahanCNN, SimpleCNN
+from gflkit.models.fedcg import FedCGNet
 from gflkit.models.lstm import CharLSTM
 from gflkit.models.mclr import MCLR, MCLRReLU
 from gflkit.models.mobilenet import MobileNetV2
@@ -21,6 +22,7 @@ MODELS: dict[str, type[FeatureModel]] = {
     "mcmahan_cnn": McMahanCNN,
     "simple_cnn": SimpleCNN,
     "leaf_celeba_cnn": LeafCelebACNN,
+    "fedcg": FedCGNet,
     "mobilenet_v2": MobileNetV2,
     "char_lstm": CharLSTM,
     "gru_seq2seq": GRUSeq2Seq,
@@ -37,6 +39,6 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, **opt
 
 
 __all__ = [
-    "FeatureModel", "MCLR", "MCLRReLU", "McMahanCNN", "SimpleCNN", "LeafCelebACNN", "MobileNetV2", "CharLSTM", "GRUSeq2Seq", "RNNForecaster", "VGAE", "MODELS",
+    "FeatureModel", "MCLR", "MCLRReLU", "McMahanCNN", "SimpleCNN", "LeafCelebACNN", "FedCGNet", "MobileNetV2", "CharLSTM", "GRUSeq2Seq", "RNNForecaster", "VGAE", "MODELS",
     "build_model",
 ]

@@ -6,6 +6,7 @@
 | ``cifar10``, ``cifar100`` | :mod:`.cifar` | the official python archives (pickles, verified first) |
 | ``femnist`` | :mod:`.femnist` | LEAF json shards (gzip), 105 writers |
 | ``shakespeare`` | :mod:`.shakespeare` | TFF HDF5 (``source="tff"``) or LEAF json (``source="leaf"``) |
+| ``celeba`` | :mod:`.celeba` | attribute / identity files (gzip) + aligned JPEGs or a half-resolution subset |
 | ``metr_la`` | :mod:`.metr_la` | DCRNN's ``metr-la.h5`` (pandas HDF) and sensor graph (``adj_mx.npz``) |
 | ``pems_bay`` | :mod:`.pems_bay` | DCRNN's ``pems-bay.h5`` and sensor graph (``adj_mx_bay.npz``) |
 | ``pemsd4``, ``pemsd8`` | :mod:`.pemsd` | ASTGCN's ``PEMS0x.npz`` readings and ``PEMS0x.csv`` road distances |
@@ -24,6 +25,7 @@ Graph datasets (``load_graph``):
 | ``flickr`` | :mod:`.flickr` | GraphSAINT files; not registered until pinned (:func:`.flickr.flickr_spec`) |
 """
 from gflkit.data.loaders import (  # noqa: F401
+    celeba,
     cifar,
     citation_full,
     digits,
@@ -39,5 +41,5 @@ from gflkit.data.loaders import (  # noqa: F401
     traffic,
 )
 
-__all__ = ["cifar", "citation_full", "digits", "femnist", "flickr", "metr_la", "mnist", "pems_bay", "pemsd",
-           "planetoid", "polblogs", "shakespeare", "traffic"]
+__all__ = ["celeba", "cifar", "citation_full", "digits", "femnist", "flickr", "metr_la", "mnist", "pems_bay",
+           "pemsd", "planetoid", "polblogs", "shakespeare", "traffic"]

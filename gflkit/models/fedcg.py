@@ -1,0 +1,202 @@
+r"""FedCG's network (Caporali et al., "Cluster-driven Graph Federated Learning over Multiple Domains",
+CVPR-W 2021): a base CNN whose chosen convolutions get domain-specific residuals (Eq. 4) produced by a
+GCN over the domains' parameters (Eqs. 5–6), and the teacher / student domain classifiers (Sec. 3.1).
+
+Forward pass of a batch :math:`x`:
+
+1. domain weights :math:`w \in \mathbb R^{n \times D}`: in training, the teacher's hard pseudo-label
+   :math:`\hat d = \arg\max_d g_\phi^d(x)` one-hot (Sec. 3.2); at test time the student's probabilities
+   :math:`g_\varphi(x)` (``test_domains="soft"``, the paper's choice) or their arg-max (``"hard"``, Table 4);
+2. every domain convolution :math:`\ell` outputs (Eq. 4, ``residual=True``)
+
+   .. math:: z^\ell = f^\ell_{\theta_a}(z) + \lambda_\ell \sum_{d=1}^D w_d\, f^\ell_{\hat\theta^d_s}(z),
+      \qquad \hat\theta_s = \sigma(\mathbf A \mathbf V \mathbf W)
+
+   (:class:`~gflkit.graphs.domain_gcn.DomainGCN`), or only the domain part (``residual=False``, Table 3's
+   "GCN" rows);
+3. in training the model adds the student's distillation loss (Eq. 3), the cross-entropy between the
+   student's scores and the teacher's pseudo-labels, as its :meth:`auxiliary_loss`.
+
+**Choices where the paper is silent** (all options): the student's separate learning rate
+(10⁻⁴ vs the network's 10⁻³) is realised as a loss weight ``student_weight = 0.1`` on Eq. 3, which is
+the same update for plain SGD (the FedCG method refuses momentum and Adam); :math:`\lambda_\ell` starts
+at ``lambda_init = 1``; each domain's parameters start from an independent default initialisation of the
+convolution (identical copies would make Eq. 6's distances zero); BatchNorm layers stay domain-agnostic;
+the teacher is never trained (its parameters have no gradient; the server copies the student into it).
+Each domain convolution keeps its own adjacency ``A`` (a buffer the server recomputes, Eq. 6), which
+starts as ``adjacency_init``: ``"eye"``, ``"uniform"`` or ``"random"`` (Table 4's "A init").
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from gflkit.graphs.adjacency import self_weighted
+from gflkit.graphs.domain_gcn import DomainGCN
+from gflkit.models.base import FeatureModel
+from gflkit.models.domain_classifier import DomainClassifier
+
+DOMAIN_LAYERS = ("last", "all")
+TEST_DOMAINS = ("soft", "hard")
+ADJACENCY_INITS = ("eye", "uniform", "random")
+
+
+def initial_adjacency(num_domains: int, kind: str, generator: torch.Generator | None = None,
+                      beta: float = 0.5) -> Tensor:
+    """``A`` before any domain parameters are compared: identity, uniform (Eq. 6 with equal similarities)
+    or random (Eq. 6 with uniform random similarities)."""
+    if kind not in ADJACENCY_INITS:
+        raise ValueError(f"unknown adjacency_init {kind!r}; choose one of {list(ADJACENCY_INITS)}")
+    if kind == "eye":
+        return torch.eye(num_domains)
+    similarity = torch.ones(num_domains, num_domains) if kind == "uniform" else \
+        torch.rand(num_domains, num_domains, generator=generator)
+    return self_weighted(similarity, beta)
+
+
+class DomainConv2d(nn.Module):
+    """A convolution with ``D`` domain-specific residual convolutions linked by a GCN (Eqs. 4–5).
+
+    ``domain_weights`` (``(n, D)``) must be set before each forward pass (:class:`FedCGNet` does).
+    The domain parameters ``values`` are ``(D, C_out, C_in·k·k + 1)``: one row per output filter
+    (weights and bias).
+    """
+
+    def __init__(self, conv: nn.Conv2d, num_domains: int, gcn: DomainGCN, residual: bool = True,
+                 lambda_init: float = 1.0, adjacency: Tensor | None = None):
+        super().__init__()
+        if conv.groups != 1 or conv.bias is None:
+            raise ValueError("a domain convolution needs an ungrouped convolution with a bias")
+        self.agnostic = conv
+        self.residual = residual
+        domains = [nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size) for _ in range(num_domains)]
+        self.values = nn.Parameter(torch.stack([
+            torch.cat([c.weight.detach().flatten(1), c.bias.detach().unsqueeze(1)], dim=1) for c in domains]))
+        self.scale = nn.Parameter(torch.tensor(float(lambda_init)))  # λ_ℓ
+        self.gcn = gcn
+        self.register_buffer("adjacency", torch.eye(num_domains) if adjacency is None else adjacency.clone())
+        self.domain_weights: Tensor | None = None
+
+    @property
+    def num_domains(self) -> int:
+        """The number of domains D."""
+        return self.values.shape[0]
+
+    def domain_parameters(self) -> Tensor:
+        r""":math:`\hat\theta_s = \sigma(\mathbf A \mathbf V \mathbf W)`, ``(D, C_out, C_in·k·k + 1)``."""
+        return self.gcn(self.values, self.adjacency)
+
+    def forward(self, z: Tensor) -> Tensor:
+        if self.domain_weights is None or self.domain_weights.shape != (len(z), self.num_domains):
+            raise RuntimeError("set domain_weights, one row of D weights per sample, before the forward pass")
+        conv, num_domains = self.agnostic, self.num_domains
+        params = self.domain_parameters()
+        weight = params[..., :-1].reshape(num_domains * conv.out_channels, conv.in_channels, *conv.kernel_size)
+        per_domain = F.conv2d(z, weight, params[..., -1].reshape(-1), conv.stride, conv.padding, conv.dilation)
+        per_domain = per_domain.view(len(z), num_domains, conv.out_channels, *per_domain.shape[-2:])
+        mixed = torch.einsum("nd,ndchw->nchw", self.domain_weights, per_domain)
+        return conv(z) + self.scale * mixed if self.residual else mixed
+
+
+class FedCGNet(FeatureModel):
+    """A registered base CNN with FedCG's domain convolutions and domain classifiers.
+
+    Args:
+        input_shape, num_classes: as every model.
+        base: the registered model whose ``conv`` stack gets domain convolutions (``leaf_celeba_cnn``;
+            ``mcmahan_cnn`` with ``hidden=2048`` is LEAF's FEMNIST CNN); ``base_options`` its options.
+        num_domains: D.
+        layers: ``"last"`` (the paper's best, Table 4) or ``"all"`` convolutions get domain residuals.
+        gcn_layers, reduction, projection, activation: the :class:`~gflkit.graphs.domain_gcn.DomainGCN`.
+        residual: Eq. 4 (True) or the domain part alone (Table 3's "GCN" rows).
+        lambda_init: the initial λ of every domain convolution.
+        test_domains: ``"soft"`` (student probabilities) or ``"hard"`` (their arg-max) at test time.
+        student_weight: weight of the student's distillation loss (Eq. 3); see the module docstring.
+        adjacency_init, beta: ``A`` before the server's first update (Eq. 6's self weight ``beta``).
+    """
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, base: str = "leaf_celeba_cnn",
+                 base_options: dict | None = None, num_domains: int = 4, layers: str = "last",
+                 gcn_layers: int = 1, reduction: int = 1, projection: bool = True, activation: str = "relu",
+                 residual: bool = True, lambda_init: float = 1.0, test_domains: str = "soft",
+                 student_weight: float = 0.1, adjacency_init: str = "eye", beta: float = 0.5):
+        super().__init__()
+        from gflkit.models import build_model  # the registry imports this module
+
+        if layers not in DOMAIN_LAYERS:
+            raise ValueError(f"unknown layers {layers!r}; choose one of {list(DOMAIN_LAYERS)}")
+        if test_domains not in TEST_DOMAINS:
+            raise ValueError(f"unknown test_domains {test_domains!r}; choose one of {list(TEST_DOMAINS)}")
+        if student_weight < 0:
+            raise ValueError(f"student_weight must be >= 0, got {student_weight}")
+        self.base = build_model(base, input_shape, num_classes, **(base_options or {}))
+        if not isinstance(getattr(self.base, "conv", None), nn.Sequential):
+            raise ValueError(f"base model {base!r} has no `conv` stack of convolutions to make domain-specific")
+        self.test_domains, self.student_weight, self.num_domains, self.beta = test_domains, student_weight, num_domains, beta
+        self.feature_dim = self.base.feature_dim
+        self.domain_layers = self._replace_convolutions(layers, num_domains, gcn_layers, reduction, projection,
+                                                        activation, residual, lambda_init,
+                                                        initial_adjacency(num_domains, adjacency_init, beta=beta))
+        self.teacher = DomainClassifier(input_shape[0], num_domains).requires_grad_(False)
+        self.student = DomainClassifier(input_shape[0], num_domains)
+        self._student_loss: Tensor | None = None
+
+    def _replace_convolutions(self, layers: str, num_domains: int, gcn_layers: int, reduction: int,
+                              projection: bool, activation: str, residual: bool, lambda_init: float,
+                              adjacency: Tensor) -> list[DomainConv2d]:
+        stack = self.base.conv
+        positions = [i for i, m in enumerate(stack) if isinstance(m, nn.Conv2d)]
+        chosen = positions[-1:] if layers == "last" else positions
+        replaced = []
+        for i in chosen:
+            conv = stack[i]
+            features = conv.in_channels * conv.kernel_size[0] * conv.kernel_size[1] + 1
+            gcn = DomainGCN(features, gcn_layers, reduction, projection, activation)
+            stack[i] = DomainConv2d(conv, num_domains, gcn, residual, lambda_init, adjacency)
+            replaced.append(stack[i])
+        return replaced
+
+    def domain_weights(self, x: Tensor) -> Tensor:
+        """The ``(n, D)`` domain weights of a batch (teacher's one-hot in training, the student's at test);
+        in training also records the student's distillation loss (Eq. 3)."""
+        if self.training:
+            with torch.no_grad():
+                pseudo = self.teacher(x).argmax(dim=1)
+            self._student_loss = self.student_weight * F.cross_entropy(self.student(x), pseudo)
+            return F.one_hot(pseudo, self.num_domains).to(x.dtype)
+        self._student_loss = None
+        with torch.no_grad():
+            probabilities = torch.softmax(self.student(x), dim=1)
+        if self.test_domains == "hard":
+            return F.one_hot(probabilities.argmax(dim=1), self.num_domains).to(x.dtype)
+        return probabilities
+
+    def features(self, x: Tensor) -> Tensor:
+        weights = self.domain_weights(x)
+        for layer in self.domain_layers:
+            layer.domain_weights = weights
+        return self.base.features(x)
+
+    def head(self, h: Tensor) -> Tensor:
+        return self.base.head(h)
+
+    local_prefixes = ("base.classifier.",)
+
+    @property
+    def classifier(self) -> nn.Linear:
+        """The base network's classifier (what head / body splits select)."""
+        return self.base.classifier
+
+    def auxiliary_loss(self) -> Tensor | None:
+        """The student's distillation loss of the latest training forward pass (Eq. 3, weighted)."""
+        return self._student_loss
+
+    def domain_layer_names(self) -> list[str]:
+        """The qualified names of the domain convolutions (their entries are ``<name>.values``, ``.scale``, ...)."""
+        layers = set(map(id, self.domain_layers))
+        return [name for name, module in self.named_modules() if id(module) in layers]
+
+    def lambdas(self) -> Tensor:
+        """λ of every domain convolution, in layer order."""
+        return torch.stack([layer.scale.detach() for layer in self.domain_layers])

@@ -1,0 +1,155 @@
+"""FedCG: Eq. 6's adjacency, Eq. 5's domain GCN, Eq. 4's residual convolution, the teacher / student
+domain classifiers, the server's teacher refresh and adjacency update, resume."""
+import tempfile
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gflkit.algorithms import build_algorithm
+from gflkit.engine import Schedule, run_rounds
+from gflkit.graphs.adjacency import inverse_distance_similarity, self_weighted
+from gflkit.graphs.domain_gcn import DomainGCN
+from gflkit.models import build_model
+from gflkit.models.fedcg import DomainConv2d, initial_adjacency
+from gflkit.training import TrainConfig
+
+from conftest import make_federation, run_full_and_resumed
+
+TINY = {"base": "simple_cnn", "num_domains": 3}
+
+
+def fedcg_federation(**options):
+    return make_federation(model="fedcg", model_options={**TINY, **options})
+
+
+def test_eq6_adjacency_on_a_hand_computed_case():
+    values = torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]])  # distances 5, 1, sqrt(18)
+    h = inverse_distance_similarity(values)
+    assert torch.allclose(h, torch.tensor([[0, 1 / 5, 1], [1 / 5, 0, 18 ** -0.5], [1, 18 ** -0.5, 0]]))
+    a = self_weighted(h, beta=0.5)
+    assert torch.allclose(a.diagonal(), torch.full((3,), 0.5))
+    assert torch.allclose(a[0, 1], torch.tensor(0.5 * (1 / 5) / (1 / 5 + 1)))
+    assert torch.allclose(a.sum(1), torch.ones(3))
+    assert torch.allclose(initial_adjacency(3, "uniform"), torch.tensor([[.5, .25, .25], [.25, .5, .25], [.25, .25, .5]]))
+    assert torch.equal(initial_adjacency(3, "eye"), torch.eye(3))
+    with pytest.raises(ValueError, match="beta"):
+        self_weighted(h, beta=1.5)
+
+
+def test_domain_gcn_propagates_then_projects():
+    values = torch.randn(2, 3, 4)
+    adjacency = torch.tensor([[0.5, 0.5], [0.25, 0.75]])
+    square = DomainGCN(4)  # W starts as the identity: relu(A V)
+    assert torch.allclose(square(values, adjacency), torch.relu(torch.einsum("ij,jrf->irf", adjacency, values)))
+    plain = DomainGCN(4, projection=False, activation="none")
+    assert torch.allclose(plain(values, torch.eye(2)), values)
+    bottleneck = DomainGCN(32, layers=1, reduction=16)
+    assert [tuple(p.shape) for p in bottleneck.parameters()] == [(2, 32), (32, 2)]
+    two = DomainGCN(32, layers=2, reduction=16, activation="none")
+    down, up = (p.detach() for p in two.parameters())
+    v = torch.randn(2, 5, 32)
+    expected = torch.einsum("ij,jrf->irf", adjacency, torch.einsum("ij,jrf->irf", adjacency, v) @ down.T) @ up.T
+    assert torch.allclose(two(v, adjacency), expected, atol=1e-5)
+
+
+def test_residual_convolution_is_eq4():
+    torch.manual_seed(0)
+    conv = nn.Conv2d(2, 3, 3, padding=1)
+    layer = DomainConv2d(conv, 2, DomainGCN(2 * 9 + 1, projection=False, activation="none"), lambda_init=0.7)
+    z = torch.randn(4, 2, 5, 5)
+    weights = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.3, 0.7], [0.5, 0.5]])
+    layer.domain_weights = weights
+    out = layer(z)
+    per_domain = [F.conv2d(z, v[:, :-1].view(3, 2, 3, 3), v[:, -1], padding=1) for v in layer.values.detach()]
+    mixed = sum(weights[:, d, None, None, None] * per_domain[d] for d in range(2))
+    assert torch.allclose(out, conv(z) + 0.7 * mixed, atol=1e-5)
+    layer.residual = False
+    assert torch.allclose(layer(z), mixed, atol=1e-5)
+    layer.domain_weights = None
+    with pytest.raises(RuntimeError, match="domain_weights"):
+        layer(z)
+
+
+def test_training_uses_the_teachers_hard_domains_and_test_the_students_soft_ones():
+    model = build_model("fedcg", (2, 4, 4), 3, **TINY)
+    x = torch.randn(6, 2, 4, 4)
+    model.train()
+    hard = model.domain_weights(x)
+    assert torch.equal(hard, F.one_hot(model.teacher(x).argmax(1), 3).float())
+    assert torch.allclose(model.auxiliary_loss(), 0.1 * F.cross_entropy(model.student(x), model.teacher(x).argmax(1)))
+    model.eval()
+    assert torch.allclose(model.domain_weights(x), torch.softmax(model.student(x), 1))
+    assert model.auxiliary_loss() is None
+    model.test_domains = "hard"
+    assert torch.equal(model.domain_weights(x), F.one_hot(model.student(x).argmax(1), 3).float())
+
+
+def test_local_training_leaves_the_teacher_alone_and_trains_the_student_and_lambda():
+    fed = fedcg_federation()
+    trained = fed.train(0, 1, fed.initial).vector
+    views, start = fed.layout.split(trained), fed.layout.split(fed.initial)
+    for name in start:
+        changed = not torch.equal(views[name], start[name])
+        if name.startswith("teacher."):
+            assert not changed, f"the teacher changed in local training ({name})"
+    assert not torch.equal(views["student.linear.weight"], start["student.linear.weight"])
+    assert not torch.equal(views["base.conv.3.scale"], start["base.conv.3.scale"])
+
+
+def test_server_copies_the_student_into_the_teacher_every_T_rounds_and_updates_A():
+    fed = fedcg_federation()
+    algorithm = build_algorithm("fedcg", teacher_every=2)
+    run_rounds(fed, algorithm, Schedule(1), progress=False)
+    views = fed.layout.split(fed.global_model)
+    assert not torch.equal(views["teacher.linear.weight"], views["student.linear.weight"])
+    expected = self_weighted(inverse_distance_similarity(views["base.conv.3.values"]), 0.5)
+    assert torch.allclose(views["base.conv.3.adjacency"], expected)
+    run_rounds(fed, algorithm, Schedule(2), progress=False)  # rounds 1-2 again from this state: round 2 copies
+    views = fed.layout.split(fed.global_model)
+    assert torch.equal(views["teacher.linear.weight"], views["student.linear.weight"])
+    artifacts = algorithm.artifacts()
+    assert artifacts["lambda"].shape == (1,) and "adjacency.base.conv.3" in artifacts
+
+
+def test_fixed_adjacency_keeps_the_initial_A():
+    fed = fedcg_federation(adjacency_init="uniform")
+    run_rounds(fed, build_algorithm("fedcg", adjacency="fixed"), Schedule(2), progress=False)
+    assert torch.allclose(fed.layout.split(fed.global_model)["base.conv.3.adjacency"], initial_adjacency(3, "uniform"))
+
+
+def test_all_layers_and_options_are_checked():
+    model = build_model("fedcg", (2, 4, 4), 3, **TINY, layers="all")
+    assert model.domain_layer_names() == ["base.conv.0", "base.conv.3"]
+    with pytest.raises(ValueError, match="unknown layers"):
+        build_model("fedcg", (2, 4, 4), 3, **TINY, layers="first")
+    with pytest.raises(ValueError, match="model='fedcg'"):
+        run_rounds(make_federation(), build_algorithm("fedcg"), Schedule(1), progress=False)
+    fed = fedcg_federation()
+    fed.train_config = TrainConfig(momentum=0.9)
+    with pytest.raises(ValueError, match="plain SGD"):
+        run_rounds(fed, build_algorithm("fedcg"), Schedule(1), progress=False)
+
+
+def test_resume_reproduces_the_uninterrupted_run(tmp_path):
+    run = run_full_and_resumed(fedcg_federation, lambda: build_algorithm("fedcg", teacher_every=1),
+                               tmp_path / "checkpoint.pt")
+    assert run.full.equals(run.resumed)
+
+
+def test_fedcg_learns_digits_it_never_saw_and_trains_lambda():
+    from gflkit import metrics
+    from gflkit.experiment import RunConfig, run, stored_artifacts
+    from gflkit.results import ResultStore
+
+    config = RunConfig(dataset="digits", num_clients=10, partition="iid", held_out=0.2, method="fedcg",
+                       method_options={"teacher_every": 2}, model="fedcg",
+                       model_options={"base": "simple_cnn", "num_domains": 2}, rounds=8, batch_size=16, lr=0.3)
+    with tempfile.TemporaryDirectory() as root:
+        store = ResultStore(root)
+        records = run(config, store=store, device="cpu", progress=False)
+        artifacts = stored_artifacts(config, store, device="cpu")
+    unseen = metrics.final_summary(metrics.held_out_rows(records))
+    assert unseen["weighted_mean"].item() > 35, "held-out digits (chance: 10 %)"
+    assert artifacts["lambda"].shape == (1,) and artifacts["lambda"].item() != 1.0, "λ was trained"

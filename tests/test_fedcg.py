@@ -73,7 +73,7 @@ def test_residual_convolution_is_eq4():
 
 
 def test_training_uses_the_teachers_hard_domains_and_test_the_students_soft_ones():
-    model = build_model("fedcg", (2, 4, 4), 3, **TINY)
+    model = build_model("fedcg", (2, 4, 4), 3, **TINY, pseudo_labels="argmax")
     x = torch.randn(6, 2, 4, 4)
     model.train()
     hard = model.domain_weights(x)
@@ -84,6 +84,24 @@ def test_training_uses_the_teachers_hard_domains_and_test_the_students_soft_ones
     assert model.auxiliary_loss() is None
     model.test_domains = "hard"
     assert torch.equal(model.domain_weights(x), F.one_hot(model.student(x).argmax(1), 3).float())
+
+
+def test_centred_pseudo_labels_split_what_the_literal_arg_max_puts_in_one_domain():
+    x = torch.randn(60, 2, 4, 4)
+    literal, centred = (build_model("fedcg", (2, 4, 4), 3, **TINY, pseudo_labels=rule) for rule in ("argmax", "centred"))
+    centred.load_state_dict(literal.state_dict())
+    with torch.no_grad():
+        for model in (literal, centred):
+            model.teacher.linear.bias.copy_(torch.tensor([50.0, 0.0, 0.0]))  # a score common to every image
+    assert literal.teacher_labels(x).unique().tolist() == [0], "the literal arg-max collapses"
+    scores = centred.teacher(x)
+    labels = centred.teacher_labels(x)  # first batch: the centre is this batch's mean score
+    assert torch.allclose(centred.teacher_center, scores.mean(0))
+    assert torch.equal(labels, (scores - scores.mean(0)).argmax(1)) and len(labels.unique()) == 3
+    centred.teacher_labels(x[:10])  # then a running mean: cumulative over the first batches
+    assert torch.allclose(centred.teacher_center, (scores.mean(0) + centred.teacher(x[:10]).mean(0)) / 2, atol=1e-5)
+    with pytest.raises(ValueError, match="pseudo_labels"):
+        build_model("fedcg", (2, 4, 4), 3, **TINY, pseudo_labels="kmeans")
 
 
 def test_local_training_leaves_the_teacher_alone_and_trains_the_student_and_lambda():
@@ -109,6 +127,7 @@ def test_server_copies_the_student_into_the_teacher_every_T_rounds_and_updates_A
     run_rounds(fed, algorithm, Schedule(2), progress=False)  # rounds 1-2 again from this state: round 2 copies
     views = fed.layout.split(fed.global_model)
     assert torch.equal(views["teacher.linear.weight"], views["student.linear.weight"])
+    assert not views["teacher_center"].any() and views["teacher_center_batches"] == 0, "a new teacher's centre restarts"
     artifacts = algorithm.artifacts()
     assert artifacts["lambda"].shape == (1,) and "adjacency.base.conv.3" in artifacts
 

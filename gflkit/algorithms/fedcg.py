@@ -8,7 +8,8 @@ domain classifier :math:`\varphi` (Eq. 3, the model's auxiliary loss) — and th
 everything with FedAvg (Eq. 2). Then the server
 
 1. every ``teacher_every`` (:math:`T`) rounds copies the student into the teacher, :math:`\phi \leftarrow \varphi`
-   (Sec. 3.1);
+   (Sec. 3.1), and restarts the running mean of its scores (the centring of the pseudo-labels,
+   :class:`~gflkit.models.fedcg.FedCGNet`);
 2. recomputes every domain layer's adjacency from the averaged domain parameters (Eq. 6,
    ``adjacency="distance"``): :math:`h_{ij} = 1/\lVert\theta^i_s - \theta^j_s\rVert_2`,
    :math:`A_{ii} = \beta`, off-diagonal :math:`(1-\beta)\,h_{ij}/\sum_{d\ne i} h_{id}`; ``"fixed"`` keeps the
@@ -77,6 +78,8 @@ class FedCG(FedAvg):
             if round % self.params.teacher_every == 0:
                 for name, _ in self.model.student.named_parameters():
                     views[f"teacher.{name}"].copy_(views[f"student.{name}"])
+                views["teacher_center"].zero_()  # a new teacher: its scores' running mean starts again
+                views["teacher_center_batches"].zero_()
             if self.params.adjacency == "distance":
                 for prefix in self.model.domain_layer_names():
                     similarity = inverse_distance_similarity(views[f"{prefix}.values"])

@@ -5,7 +5,7 @@ GCN over the domains' parameters (Eqs. 5–6), and the teacher / student domain 
 Forward pass of a batch :math:`x`:
 
 1. domain weights :math:`w \in \mathbb R^{n \times D}`: in training, the teacher's hard pseudo-label
-   :math:`\hat d = \arg\max_d g_\phi^d(x)` one-hot (Sec. 3.2); at test time the student's probabilities
+   :math:`\hat d` one-hot (Sec. 3.2); at test time the student's probabilities
    :math:`g_\varphi(x)` (``test_domains="soft"``, the paper's choice) or their arg-max (``"hard"``, Table 4);
 2. every domain convolution :math:`\ell` outputs (Eq. 4, ``residual=True``)
 
@@ -16,6 +16,19 @@ Forward pass of a batch :math:`x`:
    "GCN" rows);
 3. in training the model adds the student's distillation loss (Eq. 3), the cross-entropy between the
    student's scores and the teacher's pseudo-labels, as its :meth:`auxiliary_loss`.
+
+**Pseudo-labels: the paper's arg-max collapses; we centre the teacher (``pseudo_labels``).** Eq. 3 labels
+an image with :math:`\hat d = \arg\max_d g_\phi^d(x)` of a randomly initialised teacher. A random network's
+scores are dominated by a part common to all images (ReLU features are positive, so every image's scores
+share the direction of the mean feature): on the offline FEMNIST writers the image-dependent part is
+0.3–1.5 % of each score, and the literal arg-max puts 3,000 of 3,000 images in one domain (CelebA: one or
+two of four, by seed). The student then learns a constant, the teacher copies it, and FedCG is FedAvg with a
+wider last layer — a clustering that never splits. ``pseudo_labels="centred"`` (default) takes the arg-max
+of the teacher's scores minus their running mean :math:`c` over the images seen,
+:math:`\hat d = \arg\max_d (g_\phi^d(x) - c_d)` — the centring that keeps DINO's teacher (Caron et al.,
+ICCV 2021) from collapsing — with :math:`c` a buffer that FedAvg averages like BatchNorm's statistics
+(a cumulative mean over the first ten batches, then an exponential one with momentum 0.9; reset when the
+teacher is refreshed). It splits the same images into all four domains. ``"argmax"`` is the literal rule.
 
 **Choices where the paper is silent** (all options): the student's separate learning rate
 (10⁻⁴ vs the network's 10⁻³) is realised as a loss weight ``student_weight = 0.1`` on Eq. 3, which is
@@ -38,6 +51,7 @@ from gflkit.models.base import FeatureModel
 from gflkit.models.domain_classifier import DomainClassifier
 
 DOMAIN_LAYERS = ("last", "all")
+PSEUDO_LABELS = ("centred", "argmax")
 TEST_DOMAINS = ("soft", "hard")
 ADJACENCY_INITS = ("eye", "uniform", "random")
 
@@ -120,7 +134,8 @@ class FedCGNet(FeatureModel):
                  base_options: dict | None = None, num_domains: int = 4, layers: str = "last",
                  gcn_layers: int = 1, reduction: int = 1, projection: bool = True, activation: str = "relu",
                  residual: bool = True, lambda_init: float = 1.0, test_domains: str = "soft",
-                 student_weight: float = 0.1, adjacency_init: str = "eye", beta: float = 0.5):
+                 student_weight: float = 0.1, adjacency_init: str = "eye", beta: float = 0.5,
+                 pseudo_labels: str = "centred"):
         super().__init__()
         from gflkit.models import build_model  # the registry imports this module
 
@@ -128,6 +143,8 @@ class FedCGNet(FeatureModel):
             raise ValueError(f"unknown layers {layers!r}; choose one of {list(DOMAIN_LAYERS)}")
         if test_domains not in TEST_DOMAINS:
             raise ValueError(f"unknown test_domains {test_domains!r}; choose one of {list(TEST_DOMAINS)}")
+        if pseudo_labels not in PSEUDO_LABELS:
+            raise ValueError(f"unknown pseudo_labels {pseudo_labels!r}; choose one of {list(PSEUDO_LABELS)}")
         if student_weight < 0:
             raise ValueError(f"student_weight must be >= 0, got {student_weight}")
         self.base = build_model(base, input_shape, num_classes, **(base_options or {}))
@@ -140,6 +157,10 @@ class FedCGNet(FeatureModel):
                                                         initial_adjacency(num_domains, adjacency_init, beta=beta))
         self.teacher = DomainClassifier(input_shape[0], num_domains).requires_grad_(False)
         self.student = DomainClassifier(input_shape[0], num_domains)
+        self.pseudo_labels = pseudo_labels
+        # running mean of the teacher's scores and the number of batches behind it (float: FedAvg averages it)
+        self.register_buffer("teacher_center", torch.zeros(num_domains))
+        self.register_buffer("teacher_center_batches", torch.zeros(()))
         self._student_loss: Tensor | None = None
 
     def _replace_convolutions(self, layers: str, num_domains: int, gcn_layers: int, reduction: int,
@@ -161,8 +182,7 @@ class FedCGNet(FeatureModel):
         """The ``(n, D)`` domain weights of a batch (teacher's one-hot in training, the student's at test);
         in training also records the student's distillation loss (Eq. 3)."""
         if self.training:
-            with torch.no_grad():
-                pseudo = self.teacher(x).argmax(dim=1)
+            pseudo = self.teacher_labels(x)
             self._student_loss = self.student_weight * F.cross_entropy(self.student(x), pseudo)
             return F.one_hot(pseudo, self.num_domains).to(x.dtype)
         self._student_loss = None
@@ -171,6 +191,21 @@ class FedCGNet(FeatureModel):
         if self.test_domains == "hard":
             return F.one_hot(probabilities.argmax(dim=1), self.num_domains).to(x.dtype)
         return probabilities
+
+    CENTER_MOMENTUM = 0.9
+
+    @torch.no_grad()
+    def teacher_labels(self, x: Tensor) -> Tensor:
+        """The teacher's pseudo-labels of a training batch (``pseudo_labels``: centred or literal arg-max);
+        centring first updates the running mean of the teacher's scores with this batch."""
+        scores = self.teacher(x)
+        if self.pseudo_labels == "argmax":
+            return scores.argmax(dim=1)
+        seen = float(self.teacher_center_batches)
+        rate = max(1.0 / (seen + 1.0), 1.0 - self.CENTER_MOMENTUM)
+        self.teacher_center.mul_(1.0 - rate).add_(rate * scores.mean(dim=0))
+        self.teacher_center_batches.add_(1.0)
+        return (scores - self.teacher_center).argmax(dim=1)
 
     def features(self, x: Tensor) -> Tensor:
         weights = self.domain_weights(x)

@@ -1,0 +1,227 @@
+"""Profiles, variants and grids of the FedCG notebook (Tables 2, 4 and 5, the λ values, the domains).
+
+Paper protocol (Sec. 4.1, NOTES.md), LEAF's: one client per CelebA celebrity (≥ 5 images; task: smiling)
+or FEMNIST writer; the global model is scored on **unseen test clients**, accuracy over the union of
+their images (``RunConfig.held_out``, :func:`gflkit.metrics.held_out_rows`). CelebA: LEAF CNN, 100 rounds
+of 10 clients, one local epoch, batch 5, lr 10⁻³; FEMNIST: LEAF CNN (``mcmahan_cnn`` with a 2,048-unit
+hidden layer), 1,000 rounds of 5 clients, batch 10, lr 10⁻³. FedCG: domain residuals on the last
+convolution, D = 4 discovered domains, soft test-time domains, A initialised as the identity; a 1-layer
+GCN on CelebA, a 2-layer GCN with a /16 bottleneck on FEMNIST. SGD without momentum throughout (LEAF's
+optimiser; the paper names none).
+
+**What the offline data change.** LEAF holds out whole clients: CelebA trains on 10 % of the celebrities
+and tests on a separate 20 %, FEMNIST splits writers 60 / 20 / 20 (train / validation / test). The offline
+copies hold 104 celebrities with images (554 images) and 105 FEMNIST writers, so every client present is
+used and the paper's train : test ratio is kept: 2/3 of the celebrities are test clients (10 : 20), a
+quarter of the writers (60 : 20; validation writers are not used by any reported number). Training
+clients train on all their images (CelebA) or their LEAF training samples (FEMNIST). Images are scaled to
+[0, 1] (``scale="unit"``): FedCG's implementation is PyTorch, whose image pipelines scale so; LEAF's
+TensorFlow model feeds 0–255.
+
+**Not run** (stated in the notebook): Table 3's oracle attribute domains (they need per-sample domain
+labels as a model input, which the engine's clients do not pass yet), Table 4's K-means rows (clustering
+separately trained client models) and Table 3's domain-specific models.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from gflkit.profiles import Profile
+
+#: Table label → (method, method options); FedCG's network is chosen per dataset (:data:`FEDCG_MODEL`).
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "fedavg": ("fedavg", {}),
+    "fedcg": ("fedcg", {}),
+    "fedcg_argmax": ("fedcg", {}),
+    "fedprox": ("fedprox", {}),
+    "scaffold": ("scaffold", {}),
+}
+#: FedCG variants that differ in the network: the paper's literal arg-max pseudo-labels, which collapse to
+#: one domain (:class:`~gflkit.models.fedcg.FedCGNet`), shown beside the centred default.
+FEDCG_VARIANT_MODEL = {"fedcg": {}, "fedcg_argmax": {"pseudo_labels": "argmax"}}
+LABELS = {"fedavg": "FedAvg", "fedcg": "FedCG", "fedcg_argmax": "FedCG (literal arg-max)", "fedprox": "FedProx",
+          "scaffold": "SCAFFOLD"}
+SECTIONS = ("table5", "table4")
+#: the five attributes of the paper's oracle domains (Sec. 4.2.1), and the task's
+DOMAIN_ATTRIBUTES = ("Attractive", "Heavy_Makeup", "High_Cheekbones", "Mouth_Slightly_Open", "Wavy_Hair", "Smiling")
+
+#: Per dataset: the run fields of the paper's protocol (on the clients present offline, see above).
+DATASETS: dict[str, dict[str, Any]] = {
+    "celeba": dict(dataset="celeba", model="leaf_celeba_cnn", model_options={}, data_options={"scale": "unit"},
+                   held_out=2 / 3, batch_size=5, rounds=100, clients_per_round=10, eval_every=10),
+    "femnist": dict(dataset="femnist", model="mcmahan_cnn", model_options={"hidden": 2048}, data_options={},
+                    held_out=0.25, batch_size=10, rounds=1000, clients_per_round=5, eval_every=50),
+    # the smoke profile's embedded stand-in (no users: 20 IID clients, a quarter held out)
+    "digits": dict(dataset="digits", model="simple_cnn", model_options={}, data_options={}, partition="iid",
+                   num_clients=20, test_ratio=0.2, held_out=0.25, batch_size=16, lr=0.3, rounds=6,
+                   clients_per_round=10, eval_every=3),
+}
+#: FedCG's network per dataset (Sec. 4.1 / 4.3: last layer, D = 4, soft domains, A = I at first).
+FEDCG_MODEL: dict[str, dict[str, Any]] = {
+    "celeba": dict(base="leaf_celeba_cnn", num_domains=4, layers="last", gcn_layers=1, reduction=1,
+                   pseudo_labels="centred"),
+    "femnist": dict(base="mcmahan_cnn", base_options={"hidden": 2048}, num_domains=4, layers="last", gcn_layers=2,
+                    reduction=16, pseudo_labels="centred"),
+    "digits": dict(base="simple_cnn", num_domains=4, layers="last", gcn_layers=1, reduction=1, pseudo_labels="centred"),
+}
+#: Table 4's rows we can run: (FedCG layers, A init, D, test-time domains) → the model options they change.
+TABLE4 = (("all", "eye", 2, "hard"), ("all", "eye", 3, "hard"), ("all", "eye", 4, "hard"),
+          ("all", "random", 2, "hard"), ("all", "random", 3, "hard"), ("all", "random", 4, "hard"),
+          ("all", "eye", 2, "soft"), ("all", "eye", 3, "soft"), ("all", "eye", 4, "soft"),
+          ("last", "eye", 2, "soft"), ("last", "eye", 3, "soft"), ("last", "eye", 4, "soft"),
+          ("last", "eye", 32, "soft"))
+
+BASE = dict(partition="natural", partition_options={}, test_ratio=None, local_epochs=1, lr=1e-3, momentum=0.0,
+            optimizer="sgd", evaluate="server")
+
+PROFILES = {
+    # scikit-learn's digits (8 × 8), 20 IID clients, a small CNN, 6 rounds: the whole notebook in about a minute.
+    "smoke": Profile("smoke", base=dict(BASE, **DATASETS["digits"]),
+                     sweep={"datasets": ("digits",), "table5": tuple(VARIANTS),
+                            "table4": (("all", "eye", 2, "hard"), ("last", "eye", 2, "soft"), ("last", "eye", 4, "soft"))}),
+    # The offline CelebA celebrities for half the paper's rounds, FEMNIST's 105 writers for 20 of its 1,000
+    # rounds, four rows of Table 4: the whole notebook in about 15 minutes on 2 cores.
+    "ci": Profile("ci", base=dict(BASE, **DATASETS["celeba"]), required=("celeba", "femnist"),
+                  sweep={"datasets": ("celeba", "femnist"), "table5": tuple(VARIANTS),
+                         "table4": (("all", "eye", 4, "hard"), ("all", "random", 4, "hard"),
+                                    ("last", "eye", 2, "soft"), ("last", "eye", 4, "soft")),
+                         "celeba_rounds": (50,), "femnist_rounds": (20,)}),
+    # The paper's schedule on every dataset (one seed: the paper reports one number per cell).
+    "paper": Profile("paper", base=dict(BASE, **DATASETS["celeba"]), required=("celeba", "femnist"),
+                     sweep={"datasets": ("celeba", "femnist"), "table5": tuple(VARIANTS), "table4": TABLE4,
+                            "femnist_rounds": (1000,)}),
+}
+
+_MISSING = object()
+
+
+def _overridden(params: Profile) -> dict[str, Any]:
+    """The base fields a notebook overrode (they hold for every dataset)."""
+    original = PROFILES[params.name].base
+    return {k: v for k, v in params.base.items() if original.get(k, _MISSING) != v}
+
+
+def dataset_fields(params: Profile, dataset: str) -> dict[str, Any]:
+    """The run fields of ``dataset`` under this profile: the paper's protocol (:data:`DATASETS`), the
+    profile's ``<dataset>_rounds`` sweep entry (a reduced schedule), then anything the notebook overrode."""
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown FedCG dataset {dataset!r}; choose from {sorted(DATASETS)}")
+    fields = dict(DATASETS[dataset])
+    if f"{dataset}_rounds" in params.sweep:
+        fields["rounds"] = params.sweep[f"{dataset}_rounds"][0]
+        fields["eval_every"] = min(fields["eval_every"], fields["rounds"])
+    return {**fields, **_overridden(params)}
+
+
+def variant_config(params: Profile, label: str, dataset: str, seed: int, **model_changes: Any):
+    """The run of table variant ``label`` on ``dataset`` with ``seed``; FedCG's network takes ``model_changes``
+    (Table 4's layers / A init / D / test-time domains)."""
+    if label not in VARIANTS:
+        raise ValueError(f"unknown variant {label!r}; choose from {sorted(VARIANTS)}")
+    method, options = VARIANTS[label]
+    fields = dataset_fields(params, dataset)
+    if method == "fedcg":
+        fields["model"] = "fedcg"
+        fields["model_options"] = {**FEDCG_MODEL[dataset], **FEDCG_VARIANT_MODEL[label], **model_changes}
+    elif model_changes:
+        raise ValueError(f"only FedCG's network takes model changes, not {label!r}")
+    return params.config(method=method, method_options=dict(options), seed=seed, **fields)
+
+
+def table4_setting(layers: str, init: str, domains: int, test_domains: str) -> str:
+    """A Table 4 row's key, as in ``fedcg.csv``: ``<layers>-<A init>-clf-<D>-<soft|hard>``."""
+    return f"{layers}-{init}-clf-{domains}-{test_domains}"
+
+
+def table4_config(params: Profile, row: Sequence[Any], seed: int):
+    """Table 4's FedCG run ``row`` = (layers, A init, D, test-time domains) on CelebA (the profile's first dataset)."""
+    layers, init, domains, test_domains = row
+    return variant_config(params, "fedcg", params.sweep["datasets"][0], seed, layers=layers, adjacency_init=init,
+                          num_domains=domains, test_domains=test_domains)
+
+
+def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list]:
+    """The run configs of each section (``gflkit precompute fedcg``): Table 5 (every variant on every dataset;
+    its FedAvg runs are Table 2's) and Table 4 (FedCG's clustering and layer ablation on CelebA)."""
+    chosen = list(sections or SECTIONS)
+    unknown = sorted(set(chosen) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
+    makers = {
+        "table5": lambda: [variant_config(params, v, d, s) for d in params.sweep["datasets"] for s in params.seeds
+                           for v in params.sweep["table5"]],
+        "table4": lambda: [table4_config(params, row, s) for s in params.seeds for row in params.sweep["table4"]],
+    }
+    return {section: makers[section]() for section in chosen}
+
+
+def held_out_accuracy(records: Any, by: Sequence[str] = ("dataset", "variant")) -> Any:
+    """Per ``by`` group and round: the accuracy over the union of the unseen test clients' images (the
+    paper's metric), averaged over seeds — one row per group at the final round (``final=True`` semantics
+    of :func:`gflkit.metrics.final_summary`)."""
+    from gflkit import metrics
+
+    table = metrics.final_summary(metrics.held_out_rows(records), value="accuracy", by=by)
+    return table.rename(columns={"weighted_mean": "accuracy", "weighted_mean_std": "accuracy_std"})
+
+
+def domain_probabilities(config: Any, store: Any, data_root: Any = None, device: str = "cpu") -> tuple[Any, Any]:
+    """The student's domain probabilities ``(N, D)`` for every image of ``config``'s dataset, with the
+    final global model of the stored FedCG run ``config``; returns them and the dataset."""
+    import torch
+
+    from gflkit.data import load_dataset
+    from gflkit.experiment import stored_artifacts
+    from gflkit.models import build_model
+    from gflkit.state import FlatModule
+
+    data = load_dataset(config.dataset, root=data_root, **config.data_options)
+    model = build_model(config.model, data.input_shape, data.num_classes, **config.model_options)
+    flat = FlatModule(model)
+    flat.load(stored_artifacts(config, store, device)["global_model"])
+    model.eval()
+    with torch.no_grad():
+        probabilities = torch.cat([torch.softmax(model.student(batch), dim=1) for batch in data.x.split(1024)])
+    return probabilities, data
+
+
+def domains_against_attributes(domains: Any, attributes: Any, names: Sequence[str]) -> Any:
+    """Per discovered domain: its share of the images and the fraction of its images with each attribute
+    (a ``DataFrame``, one row per domain). A domain that means something stands out in some column."""
+    import pandas as pd
+
+    rows = []
+    for d in range(int(domains.max()) + 1):
+        chosen = domains == d
+        rows.append({"domain": d, "images": int(chosen.sum()),
+                     **{name: float(attributes[chosen, i].float().mean()) if chosen.any() else float("nan")
+                        for i, name in enumerate(names)}})
+    return pd.DataFrame(rows).set_index("domain")
+
+
+def writer_concentration(domains: Any, users: Any) -> Any:
+    """Per client (writer): the share of its images in its most frequent domain, next to what that share
+    would be if domains were assigned independently of the client (the largest domain's overall share);
+    a clustering that follows writers concentrates them."""
+    import pandas as pd
+    import torch
+
+    overall = torch.bincount(domains).max().item() / len(domains)
+    shares = [torch.bincount(domains[users == u]).max().item() / int((users == u).sum())
+              for u in users.unique().tolist()]
+    return pd.Series({"writers": len(shares), "mean share in own top domain": sum(shares) / len(shares),
+                      "largest domain's overall share": overall})
+
+
+def run_label(config: Any) -> dict[str, Any]:
+    """Per-run columns of a grid (``run_grid(columns=...)``): the dataset, the table variant and, for FedCG,
+    its Table 4 setting."""
+    label = next(v for v, (method, _) in VARIANTS.items() if method == config.method)
+    columns = {"dataset": config.dataset, "variant": label}
+    if config.method == "fedcg":
+        o = config.model_options
+        if o.get("pseudo_labels") == "argmax":
+            columns["variant"] = "fedcg_argmax"
+        columns["setting"] = table4_setting(o["layers"], o.get("adjacency_init", "eye"), o["num_domains"],
+                                            o.get("test_domains", "soft"))
+    return columns

@@ -1,0 +1,54 @@
+"""The FedCG notebook's profiles, grids, reported numbers and domain analyses."""
+import pytest
+import torch
+
+from gflkit.papers import reported
+from gflkit.papers import fedcg
+from gflkit.profiles import resolve_profile
+
+
+def test_fedcg_tables_hold_the_papers_numbers():
+    table5 = reported("fedcg", "table5").set_index(["dataset", "method"])["value"]
+    assert table5[("celeba", "fedcg")] == 89.18 and table5[("femnist", "fedcg")] == 83.41
+    assert table5[("femnist", "scaffold")] == 84.20 and table5[("femnist", "fedprox")] == 75.00
+    table2 = reported("fedcg", "table2").set_index(["dataset", "setting"])["value"]
+    assert table2[("celeba", "tensorflow")] == 89.46 and table2[("femnist", "pytorch")] == 77.81
+    settings = set(reported("fedcg", "table4")["setting"])
+    assert {fedcg.table4_setting(*row) for row in fedcg.TABLE4} <= settings
+
+
+def test_the_paper_profile_runs_the_papers_protocol():
+    params = resolve_profile(fedcg.PROFILES, "paper")
+    runs = {(c.dataset, fedcg.run_label(c)["variant"]): c for c in fedcg.grids(params)["table5"]}
+    celeba, femnist = runs[("celeba", "fedavg")], runs[("femnist", "fedavg")]
+    assert (celeba.rounds, celeba.clients_per_round, celeba.batch_size, celeba.lr, celeba.local_epochs) == (100, 10, 5, 1e-3, 1)
+    assert (femnist.rounds, femnist.clients_per_round, femnist.batch_size, femnist.lr) == (1000, 5, 10, 1e-3)
+    assert celeba.held_out == pytest.approx(2 / 3) and femnist.held_out == 0.25  # LEAF's train : test ratios
+    assert celeba.model == "leaf_celeba_cnn" and femnist.model_options == {"hidden": 2048}
+    model = runs[("femnist", "fedcg")].model_options
+    assert (model["layers"], model["num_domains"], model["gcn_layers"], model["reduction"]) == ("last", 4, 2, 16)
+    assert runs[("celeba", "fedcg_argmax")].model_options["pseudo_labels"] == "argmax"
+    assert all(c.momentum == 0 and c.optimizer == "sgd" and c.evaluate == "server" for c in runs.values())
+
+
+def test_an_override_holds_for_every_dataset_and_table4_rows_map_back():
+    params = resolve_profile(fedcg.PROFILES, "ci", overrides={"rounds": 3})
+    sections = fedcg.grids(params)
+    assert {c.rounds for c in sections["table5"] + sections["table4"]} == {3}
+    assert [fedcg.run_label(c)["setting"] for c in sections["table4"]] == \
+        [fedcg.table4_setting(*row) for row in params.sweep["table4"]]
+    with pytest.raises(ValueError, match="unknown section"):
+        fedcg.grids(params, ["table3"])
+    with pytest.raises(ValueError, match="only FedCG"):
+        fedcg.variant_config(params, "fedavg", "celeba", 0, num_domains=2)
+
+
+def test_domains_against_attributes_and_writers():
+    domains = torch.tensor([0, 0, 1, 1, 1, 0])
+    attributes = torch.tensor([[1, 0], [1, 0], [0, 1], [0, 1], [0, 0], [1, 1]], dtype=torch.bool)
+    table = fedcg.domains_against_attributes(domains, attributes, ["a", "b"])
+    assert table.loc[0].tolist() == pytest.approx([3, 1.0, 1 / 3]) and table.loc[1].tolist() == pytest.approx([3, 0.0, 2 / 3])
+    users = torch.tensor([0, 0, 0, 1, 1, 1])
+    concentration = fedcg.writer_concentration(domains, users)
+    assert concentration["mean share in own top domain"] == pytest.approx(2 / 3)
+    assert concentration["largest domain's overall share"] == 0.5

@@ -15,7 +15,7 @@ $(PY):
 setup: $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[notebooks,test]"
+	$(PY) -m pip install -q -e ".[notebooks,test,ray]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 
 demo:
@@ -25,9 +25,11 @@ demo:
 test:
 	GFLKIT_RESULTS=$$(mktemp -d) $(PY) -m pytest -q tests --nbval-lax notebooks
 
+# EXECUTOR=ray computes each notebook's runs as Ray tasks; RAY_ADDRESS=ray://host:10001 names a cluster.
 reproduce:
 	@for p in $(PAPERS); do \
-	  $(PY) -m gflkit.cli notebook $$p --profile $(PROFILE) --results results/$$p || exit 1; \
+	  $(PY) -m gflkit.cli notebook $$p --profile $(PROFILE) --results results/$$p \
+	    $(if $(EXECUTOR),--executor $(EXECUTOR)) $(if $(RAY_ADDRESS),--ray-address $(RAY_ADDRESS)) || exit 1; \
 	done
 
 # JupyterLab on notebooks/ with the project's kernel and the data root; LAB_ARGS passes options through,

@@ -43,12 +43,19 @@ def _notebook(args: argparse.Namespace) -> int:
     from gflkit.notebooks import NotebookError, execute
 
     try:
-        output = execute(args.name, args.profile, args.results, dict(args.parameter or []))
+        parameters = {**dict(args.parameter or []), **_grid_parameters(args)}
+        output = execute(args.name, args.profile, args.results, parameters)
     except NotebookError as error:
         print(f"gflkit notebook: {error}", file=sys.stderr)
         return 2
     print(f"executed notebook written to {output}")
     return 0
+
+
+def _grid_parameters(args: argparse.Namespace) -> dict[str, str]:
+    """The notebook parameters ``executor`` / ``ray_address`` that ``--executor`` / ``--ray-address`` set."""
+    given = {"executor": args.executor, "ray_address": args.ray_address}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _precompute(args: argparse.Namespace) -> int:
@@ -120,6 +127,7 @@ def _notebook_epilog() -> str:
         "  gflkit notebook fedvgae --profile ci -p seeds=0         one seed instead of the profile's",
         "  gflkit notebook fedska -p 'overrides={\"rounds\": 3}'     change a run setting (a Python dict)",
         "  gflkit --threads 1 notebook fedska --profile ci         one CPU thread (another job is running)",
+        "  gflkit notebook quickstart --profile ci --executor ray  one Ray task per run, on every core",
     ])
 
 
@@ -147,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     nb.add_argument("--results", default=None, help="output folder (default: results/<name>)")
     nb.add_argument("-p", "--parameter", action="append", type=_parse_parameter, metavar="KEY=VALUE",
                     help="notebook parameter (repeatable), a Python literal: -p seeds=0, -p 'seeds=[0, 1]'")
+    nb.add_argument("--executor", default=None, metavar="{serial,ray}",
+                    help="how the notebook computes its runs: serial (default) or ray (one Ray task per run; "
+                         "pip install -e .[ray])")
+    nb.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                    help="the Ray cluster for --executor ray, e.g. ray://host:10001 (default: a local instance "
+                         "on this machine's cores); results and data must be on paths every worker sees")
     nb.set_defaults(func=_notebook)
     pre = commands.add_parser("precompute", help="compute a notebook's runs into its result store (resumable)",
                               description="Compute the runs a notebook reads into its result store, e.g. in "

@@ -246,7 +246,8 @@ def run_rounds(
                 for k, m in enumerate(metrics)
             )
             headline = next(iter(metrics[0]))  # the task's first metric, e.g. accuracy or mae
-            bar.set_postfix({headline: f"{np.mean([m[headline] for m in metrics]):.3g}"})
+            shown = [m for k, m in enumerate(metrics) if held_out[k]] if held_out else metrics  # unseen clients
+            bar.set_postfix({headline: f"{np.mean([m[headline] for m in shown]):.3g}"})
         if checkpoint is not None and schedule.checkpoint_every and round % schedule.checkpoint_every == 0:
             checkpoint.save(round, fed, algorithm, records, local_scores)
     return pd.DataFrame.from_records(records)

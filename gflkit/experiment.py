@@ -29,7 +29,6 @@ from gflkit.data.subgraphs import PARTITIONERS, ClientGraph, make_subgraph_clien
 from gflkit.engine import Checkpoint, Schedule, run_rounds
 from gflkit.federation import Federation, GraphFederation
 from gflkit.models import MODELS, build_model
-from gflkit.progress import outer_progress
 from gflkit.results import ResultStore
 from gflkit.seeding import HELD_OUT_CLIENTS, MODEL_INIT, derive_seed
 from gflkit.tasks import GRAPH_TASKS, TASKS, build_task
@@ -292,22 +291,32 @@ def run_grid(
     store: ResultStore | None = None,
     device: str | torch.device = "auto",
     columns: Callable[[RunConfig], dict[str, Any]] | None = None,
+    executor: str = "serial",
+    ray_address: str | None = None,
 ) -> pd.DataFrame:
-    """Run every config (re-using stored runs) and concatenate their records.
+    """Run every config (re-using stored runs) and concatenate their records, in the configs' order.
 
     ``columns(config)`` adds per-run columns (e.g. ``{"q": 2}``) so that the records of a grid can be
-    grouped by what varied.
+    grouped by what varied. ``executor`` computes the runs (:mod:`gflkit.executors`): ``"serial"`` one
+    after another here, ``"ray"`` one Ray task per run on the cluster at ``ray_address`` (None: a local
+    instance on this machine's cores), which needs ``store`` on a path every worker sees.
+    Raises ``ValueError`` for an unknown executor, or ``"ray"`` without a store.
     """
-    frames = []
-    for config in outer_progress(configs, desc="runs", unit="run", enabled=len(configs) > 1,
-                                 label=lambda c: f"{c.method} seed={c.seed}"):
-        frames.append(run(config, data_root, store, device).assign(**(columns(config) if columns else {})))
-    return pd.concat(frames, ignore_index=True)
+    from gflkit.executors import execute_grid  # it imports this module
+
+    frames = execute_grid(configs, data_root, store, device, executor, ray_address)
+    return pd.concat([frame.assign(**(columns(config) if columns else {})) for config, frame in zip(configs, frames)],
+                     ignore_index=True)
+
+
+def stored_key(config: RunConfig, device: str | torch.device = "auto") -> dict[str, Any]:
+    """What a run is stored under: its configuration and the device type it computes on."""
+    return {**config.to_dict(), "device": resolve_device(device).type}
 
 
 def stored_artifacts(config: RunConfig, store: ResultStore, device: str | torch.device = "auto") -> dict[str, torch.Tensor]:
     """The artifacts (e.g. a learned client graph) that the finished run ``config`` left in ``store``."""
-    return store.load_artifacts({**config.to_dict(), "device": resolve_device(device).type})
+    return store.load_artifacts(stored_key(config, device))
 
 
 def run(
@@ -328,7 +337,7 @@ def run(
     """
     limit_threads()  # GFLKIT_THREADS, e.g. exported by `gflkit --threads 1 notebook ...` into the kernel
     resolved = resolve_device(device)
-    stored = {**config.to_dict(), "device": resolved.type}
+    stored = stored_key(config, resolved)
     if store is None:
         records = _compute(config, data_root, resolved, None, 0, progress)[0]
     else:

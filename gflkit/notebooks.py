@@ -96,7 +96,8 @@ def check_profile(name: str, profile: str, parameters: dict[str, Any]) -> None:
     except ModuleNotFoundError:
         return  # a notebook without a paper module has no profiles to check
     try:
-        params = resolve_profile(paper.PROFILES, profile, parameters.get("seeds"), parameters.get("overrides"))
+        params = resolve_profile(paper.PROFILES, profile, parameters.get("seeds"), parameters.get("overrides"),
+                                 parameters.get("executor", "serial"), parameters.get("ray_address"))
     except ValueError as error:
         raise NotebookError(f"{error}") from None
     missing = [message for dataset in params.required_datasets

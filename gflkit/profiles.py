@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from gflkit.executors import check_executor
 from gflkit.experiment import RunConfig
 
 
@@ -66,6 +67,8 @@ def resolve_profile(
     name: str,
     seeds: Sequence[int] | int | None = None,
     overrides: Mapping[str, Any] | None = None,
+    executor: str = "serial",
+    ray_address: str | None = None,
 ) -> Profile:
     """The profile ``name`` with ``seeds`` and ``overrides`` applied, validated.
 
@@ -73,9 +76,12 @@ def resolve_profile(
     (``shards=[2]``); an overridden field holds for every method, e.g. ``evaluate="local"`` scores every
     method with that protocol instead of the profile's per-method ones. ``method_options`` is the
     exception: methods have different hyper-parameters, so it names the method,
-    ``{"method_options": {"fedska": {"k": 50}}}``, and is merged into the profile's. Raises
-    ``ValueError`` naming the problem and the valid choices.
+    ``{"method_options": {"fedska": {"k": 50}}}``, and is merged into the profile's. ``executor`` and
+    ``ray_address``, the notebook's grid executor (:func:`gflkit.executors.check_executor`), are checked
+    here too, so that a typo fails before any run. Raises ``ValueError`` naming the problem and the
+    valid choices.
     """
+    check_executor(executor, ray_address)
     if name not in profiles:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(profiles)}")
     profile = profiles[name]

@@ -156,9 +156,9 @@ def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any
 
 
 def held_out_accuracy(records: Any, by: Sequence[str] = ("dataset", "variant")) -> Any:
-    """Per ``by`` group and round: the accuracy over the union of the unseen test clients' images (the
-    paper's metric), averaged over seeds — one row per group at the final round (``final=True`` semantics
-    of :func:`gflkit.metrics.final_summary`)."""
+    """Per ``by`` group: the accuracy over the union of the unseen test clients' images at each run's last
+    round (the paper's metric), averaged over seeds (columns ``accuracy``, ``accuracy_std``, ... of
+    :func:`gflkit.metrics.final_summary`)."""
     from gflkit import metrics
 
     table = metrics.final_summary(metrics.held_out_rows(records), value="accuracy", by=by)

@@ -1,0 +1,136 @@
+"""Executors for a grid of runs: where :func:`~gflkit.experiment.run_grid` computes its runs.
+
+``serial`` computes them one after another in this process (the default). ``ray`` makes each run not
+yet stored a Ray task (https://docs.ray.io) that calls :func:`~gflkit.experiment.run` in a worker with
+one torch thread, so N workers on N cores do not oversubscribe them. Ray schedules the tasks; gflkit
+does not. The workers write into the grid's :class:`~gflkit.results.ResultStore` and the grid reads
+the records back from it, so the results folder and the data root must be paths every worker sees
+(the same path on a shared filesystem when the cluster has several machines), and every worker needs
+gflkit installed. A task whose worker dies is retried (:data:`MAX_RETRIES`) and resumes from the run's
+last checkpoint, as any interrupted run does. A lock left by a worker that died on another host is not
+taken over (:meth:`~gflkit.results.ResultStore.lock`): remove it by hand.
+
+Ray is imported only by the ``ray`` executor (``pip install -e .[ray]``, part of ``make setup``).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+import torch
+
+from gflkit.data import data_root as resolve_data_root
+from gflkit.experiment import RunConfig, resolve_device, run, stored_key
+from gflkit.progress import outer_progress, progress_bar
+from gflkit.results import ResultStore, config_key
+from gflkit.threads import limit_threads
+
+EXECUTORS = ("serial", "ray")
+#: How often Ray runs a task again after its worker died (the run resumes from its checkpoint).
+MAX_RETRIES = 3
+#: torch threads per Ray worker: one task per core.
+WORKER_THREADS = 1
+
+
+def check_executor(executor: str, ray_address: str | None = None) -> None:
+    """Raise ``ValueError`` unless ``executor`` is one of :data:`EXECUTORS` (and ``ray_address`` is only
+    given to the ``ray`` executor)."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; choose one of {list(EXECUTORS)}")
+    if ray_address is not None and executor != "ray":
+        raise ValueError(f"ray_address={ray_address!r} is only used by executor='ray', not {executor!r}")
+
+
+def execute_grid(configs: Sequence[RunConfig], data_root: str | Path | None = None, store: ResultStore | None = None,
+                 device: str | torch.device = "auto", executor: str = "serial",
+                 ray_address: str | None = None) -> list[pd.DataFrame]:
+    """The records of every config (as :func:`~gflkit.experiment.run` returns them), in the configs' order,
+    computed by ``executor``; ``ray_address`` is the Ray cluster to connect to (None: start a local one).
+
+    Raises:
+        ValueError: an unknown executor, or the ``ray`` executor without a store.
+        ImportError: the ``ray`` executor without Ray installed.
+    """
+    check_executor(executor, ray_address)
+    if executor == "serial":
+        return run_serial(configs, data_root, store, device)
+    if store is None:
+        raise ValueError("executor='ray' needs a store: the workers write each run into it and the grid reads "
+                         "the records back from it")
+    return run_on_ray(configs, data_root, store, device, ray_address)
+
+
+def run_serial(configs: Sequence[RunConfig], data_root: str | Path | None = None, store: ResultStore | None = None,
+               device: str | torch.device = "auto") -> list[pd.DataFrame]:
+    """Every config's records, computed one after another in this process (stored runs are re-used)."""
+    return [run(config, data_root, store, device)
+            for config in outer_progress(configs, desc="runs", unit="run", enabled=len(configs) > 1, label=_label)]
+
+
+def run_on_ray(configs: Sequence[RunConfig], data_root: str | Path | None, store: ResultStore,
+               device: str | torch.device = "auto", address: str | None = None) -> list[pd.DataFrame]:
+    """Every config's records, each run not yet in ``store`` computed by a Ray task (see the module docstring).
+
+    ``device`` is resolved here, on the driver, and every task computes on that device type (a GPU
+    per task when it is CUDA): ``"cuda"`` uses the workers' GPUs even when this machine has none.
+    """
+    ray = import_ray()
+    connect(ray, address)
+    device_type = resolve_device(device).type
+    runs = {config_key(stored_key(c, device_type)): c for c in configs}  # a run twice in the grid is one task
+    task = ray.remote(_run_in_worker).options(num_cpus=1, num_gpus=int(device_type == "cuda"),
+                                              max_retries=MAX_RETRIES)
+    shared = (str(resolve_data_root(data_root)), str(store.root.absolute()), device_type)
+    pending = {task.remote(config, *shared): config for config in runs.values()
+               if store.load(stored_key(config, device_type)) is None}
+    with progress_bar(None, desc="runs", total=len(runs), initial=len(runs) - len(pending), unit="run", leave=True,
+                      enabled=len(configs) > 1) as bar:
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            ray.get(done)  # raises the task's error, after its retries
+            bar.set_postfix_str(_label(pending.pop(done[0])))
+            bar.update(1)
+    return [_stored_records(config, data_root, store, device_type) for config in configs]
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or an ``ImportError`` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ImportError("executor='ray' needs Ray, which is not installed: pip install -e .[ray] "
+                          "(make setup installs it)") from None
+    return ray
+
+
+def connect(ray: Any, address: str | None = None) -> None:
+    """Connect to the Ray cluster at ``address``, or start a local instance on every core of this machine
+    (no dashboard) when ``address`` is None; a Ray already initialised in this process is used as it is."""
+    if ray.is_initialized():
+        return
+    if address is None:
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False)
+    else:
+        ray.init(address=address)
+
+
+def _run_in_worker(config: RunConfig, data_root: str, store_root: str, device: str) -> None:
+    """One Ray task: compute (or resume, or re-use) ``config`` into the store at ``store_root``."""
+    limit_threads(WORKER_THREADS)  # also exported as GFLKIT_THREADS, which run() reads
+    run(config, data_root, ResultStore(store_root), device, progress=False)
+
+
+def _stored_records(config: RunConfig, data_root: str | Path | None, store: ResultStore,
+                    device_type: str) -> pd.DataFrame:
+    """The records a worker stored for ``config``, read back through :func:`~gflkit.experiment.run`."""
+    if store.load(stored_key(config, device_type)) is None:
+        raise FileNotFoundError(f"a Ray worker finished {_label(config)} but its records are not under "
+                                f"{store.root.absolute()}: put the results folder on a filesystem every worker sees")
+    return run(config, data_root, store, device_type, progress=False)
+
+
+def _label(config: RunConfig) -> str:
+    """A run's label on the progress bar."""
+    return f"{config.method} seed={config.seed}"

@@ -1,0 +1,186 @@
+"""Grid executors: the ``ray`` executor on a local Ray (loopback only) stores exactly what ``serial`` stores,
+survives a killed worker and re-uses stored runs; bad executors and a missing Ray fail in one line."""
+import ast
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from gflkit.cli import main
+from gflkit.executors import WORKER_THREADS
+from gflkit.experiment import RunConfig, run_grid
+from gflkit.notebooks import NOTEBOOK_DIR
+from gflkit.papers.quickstart import PROFILES
+from gflkit.profiles import resolve_profile
+from gflkit.results import ResultStore
+
+SMALL = dict(dataset="digits", num_clients=10, partition="shards", partition_options={"shards_per_client": 2},
+             rounds=3, batch_size=16, lr=0.05)
+TIME_LIMIT_S = 240  # per test: a hung Ray task must fail the test, not hang the suite
+PAPER_NOTEBOOKS = ("quickstart", "fedska", "jgesr", "fedvgae", "sfl", "fedcg")
+
+
+@pytest.fixture(autouse=True)
+def time_limit():
+    """Fail a test that runs longer than ``TIME_LIMIT_S``."""
+    def expire(signum, frame):
+        raise TimeoutError(f"test ran longer than {TIME_LIMIT_S} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(TIME_LIMIT_S)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray instance (2 CPUs, no dashboard) for the tests of this module."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def worker_threads(monkeypatch):
+    """Serial runs with the threads of a Ray worker: torch's thread count changes a float sum's last bits."""
+    for variable in ("GFLKIT_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # what run() -> limit_threads() sets
+        monkeypatch.setenv(variable, str(WORKER_THREADS))
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def small_grid(**changes) -> list[RunConfig]:
+    """Four small runs: two methods × two seeds on the embedded digits."""
+    return [RunConfig(**{**SMALL, **changes}, method=method, seed=seed) for method in ("fedavg", "local") for seed in (0, 1)]
+
+
+def stored_records(root: Path) -> dict[str, bytes]:
+    """Every stored ``records.csv`` under ``root``, by run key."""
+    return {path.parent.name: path.read_bytes() for path in sorted(root.glob("*/records.csv"))}
+
+
+GRID = small_grid() + small_grid()[:1]  # a run twice in a grid is computed once and returned twice
+
+
+def grid_columns(config: RunConfig) -> dict[str, int]:
+    return {"position": GRID.index(config)}
+
+
+@pytest.fixture(scope="module")
+def ray_grid(local_ray, tmp_path_factory) -> tuple[Path, pd.DataFrame]:
+    """:data:`GRID` computed once on Ray (Ray workers start slowly): its store and records."""
+    root = tmp_path_factory.mktemp("ray")
+    return root, run_grid(GRID, store=ResultStore(root), device="cpu", columns=grid_columns, executor="ray")
+
+
+def test_ray_stores_byte_identical_records_and_returns_them_in_the_grids_order(ray_grid, worker_threads, tmp_path):
+    root, on_ray = ray_grid
+    serial = run_grid(GRID, store=ResultStore(tmp_path), device="cpu", columns=grid_columns)
+    assert len(stored_records(root)) == 4
+    assert stored_records(root) == stored_records(tmp_path)
+    pd.testing.assert_frame_equal(on_ray, serial)
+
+
+def kill_first_checkpointed_worker(root: Path, killed: list[int], timeout: float = 120) -> None:
+    """Wait for a run under ``root`` to write its first checkpoint, then SIGKILL the worker holding the run's lock."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for checkpoint in root.glob("*/checkpoint.pt"):
+            pid = int((checkpoint.parent / "lock").read_text().rpartition(" ")[2])
+            assert pid != os.getpid(), "the run must be computed by a Ray worker"
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            return
+        time.sleep(0.01)
+
+
+def test_a_killed_worker_is_retried_and_resumes_to_the_serial_numbers(local_ray, worker_threads, tmp_path):
+    config = RunConfig(**{**SMALL, "rounds": 40})  # checkpoints every 5 rounds, a few seconds in all
+    run_grid([config], store=ResultStore(tmp_path / "serial"), device="cpu")
+    killed = []
+    killer = threading.Thread(target=kill_first_checkpointed_worker, args=(tmp_path / "ray", killed))
+    killer.start()
+    run_grid([config], store=ResultStore(tmp_path / "ray"), device="cpu", executor="ray")
+    killer.join()
+    assert len(killed) == 1, "the worker was killed mid-run"
+    assert stored_records(tmp_path / "ray") == stored_records(tmp_path / "serial")
+    assert not list((tmp_path / "ray").glob("*/checkpoint*.pt")) and not list((tmp_path / "ray").glob("*/lock"))
+
+
+def test_a_second_invocation_reuses_every_stored_run_without_a_task(local_ray, ray_grid, monkeypatch):
+    root, first = ray_grid
+    written = {path: path.stat().st_mtime_ns for path in root.rglob("*") if path.is_file()}
+
+    def no_task(*args, **kwargs):
+        raise AssertionError("a stored run must not be submitted to Ray")
+
+    monkeypatch.setattr(local_ray, "wait", no_task)
+    again = run_grid(GRID, store=ResultStore(root), device="cpu", columns=grid_columns, executor="ray")
+    pd.testing.assert_frame_equal(again, first)
+    assert {path: path.stat().st_mtime_ns for path in root.rglob("*") if path.is_file()} == written
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"executor": "bogus"}, "unknown executor 'bogus'; choose one of ['serial', 'ray']"),
+    ({"executor": "ray"}, "executor='ray' needs a store"),
+    ({"ray_address": "ray://head:10001"}, "ray_address='ray://head:10001' is only used by executor='ray'"),
+])
+def test_bad_executor_options_fail_in_one_line(options, message):
+    with pytest.raises(ValueError) as failure:
+        run_grid(small_grid(), device="cpu", **options)
+    assert message in str(failure.value) and "\n" not in str(failure.value)
+
+
+def test_a_missing_ray_says_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    with pytest.raises(ImportError, match=r"pip install -e \.\[ray\]"):
+        run_grid(small_grid(), store=ResultStore(tmp_path), device="cpu", executor="ray")
+
+
+def test_the_profile_validation_checks_the_executor():
+    assert resolve_profile(PROFILES, "smoke", executor="ray").name == "smoke"
+    with pytest.raises(ValueError, match=r"unknown executor 'dask'; choose one of \['serial', 'ray'\]"):
+        resolve_profile(PROFILES, "smoke", executor="dask")
+
+
+@pytest.mark.parametrize("name", PAPER_NOTEBOOKS)
+def test_every_paper_notebook_passes_its_executor_to_every_grid(name):
+    import nbformat
+
+    notebook = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+    parameters = next(c for c in notebook.cells if "parameters" in c.metadata.get("tags", []))
+    assert {'executor = "serial"', "ray_address = None"} <= {line.split("#")[0].strip() for line in parameters.source.splitlines()}
+    code = "\n".join(line for cell in notebook.cells if cell.cell_type == "code"
+                     for line in cell.source.splitlines() if not line.startswith("%"))
+    calls = [node for node in ast.walk(ast.parse(code))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("run_grid", "resolve_profile")]
+    assert len(calls) >= 2
+    for call in calls:
+        passed = {keyword.arg: getattr(keyword.value, "id", None) for keyword in call.keywords}
+        assert passed.get("executor") == "executor" and passed.get("ray_address") == "ray_address", ast.unparse(call)
+
+
+def test_gflkit_notebook_passes_executor_and_address_as_parameters(monkeypatch, tmp_path):
+    papermill = pytest.importorskip("papermill")
+    seen = {}
+    monkeypatch.setattr(papermill, "execute_notebook",
+                        lambda source, output, parameters, **kw: seen.update(parameters) or Path(output).write_text("{}"))
+    assert main(["notebook", "quickstart", "--results", str(tmp_path), "--executor", "ray",
+                 "--ray-address", "ray://head:10001"]) == 0
+    assert seen["executor"] == "ray" and seen["ray_address"] == "ray://head:10001"
+
+
+def test_gflkit_notebook_rejects_an_unknown_executor_before_a_kernel_starts(tmp_path, capsys):
+    pytest.importorskip("papermill")
+    assert main(["notebook", "quickstart", "--results", str(tmp_path), "--executor", "bogus"]) == 2
+    assert "unknown executor 'bogus'" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

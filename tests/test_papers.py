@@ -75,3 +75,8 @@ def test_standing_ranks_a_method_or_says_it_did_not_run():
     assert standing(scores, "fedska") == "ranks 1 of 3 (91.20 %)"
     assert standing(scores, "local", unit="") == "ranks 2 of 3 (85.00)"
     assert standing(scores, "sfl") == "did not run"
+
+
+def test_a_check_may_say_what_ran_cannot_decide_the_claim():
+    claim = check_claim("A beats B", ["a", "b"], ["a", "b"], lambda: (None, "no method learned"), "ci")
+    assert claim.as_row()["verdict"] == "not run" and claim.as_row()["evidence"] == "no method learned"

@@ -76,12 +76,13 @@ def check_claim(statement: str, needs: Iterable[str], ran: Iterable[str],
                 check: Callable[[], tuple[bool, str]], profile: str) -> Claim:
     """The claim ``statement``, checked by ``check()`` (verdict and evidence) when every method or
     dataset it ``needs`` is among those that ``ran``; otherwise "not run", naming what is missing — so an
-    override that runs a subset of the methods still gets a claims table."""
+    override that runs a subset of the methods still gets a claims table. ``check()`` may also return
+    ``(None, why)`` when what ran cannot decide the claim (e.g. no method learned at this budget)."""
     missing = [name for name in dict.fromkeys(needs) if name not in set(ran)]
     if missing:
         return Claim(statement, None, f"needs {missing}, which this run did not include", profile)
     reproduced, evidence = check()
-    return Claim(statement, bool(reproduced), evidence, profile)
+    return Claim(statement, None if reproduced is None else bool(reproduced), evidence, profile)
 
 
 def standing(scores: pd.Series, method: str, unit: str = " %") -> str:

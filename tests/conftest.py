@@ -73,3 +73,12 @@ def real_data_root() -> Path:
     if not root or not (Path(root) / "mnist" / "raw" / "train-images-idx3-ubyte.gz").exists():
         pytest.skip("real MNIST not found: set GFLKIT_DATA to a root holding mnist/raw/*.gz (CI uses ../shared/datasets)")
     return Path(root)
+
+
+@pytest.fixture
+def isolated_data_env(tmp_path, monkeypatch):
+    """Loader tests: offline, no shared data root, caches under ``tmp_path`` (never the real per-user cache)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("GFLKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("GFLKIT_OFFLINE", "1")
+    monkeypatch.delenv("GFLKIT_DATA", raising=False)

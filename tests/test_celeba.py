@@ -42,12 +42,7 @@ EXPECTED_IMAGES = ["000001.jpg", "000003.jpg", "000007.jpg", "000011.jpg", "0000
 ANNOTATIONS = [celeba.ATTRIBUTES, celeba.IDENTITIES]
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # never the real per-user cache
-    monkeypatch.setenv("GFLKIT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("GFLKIT_OFFLINE", "1")
-    monkeypatch.delenv("GFLKIT_DATA", raising=False)
+pytestmark = pytest.mark.usefixtures("isolated_data_env")
 
 
 def _crlf(lines: list[str]) -> bytes:

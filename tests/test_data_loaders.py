@@ -29,12 +29,7 @@ from gflkit.data import ChecksumError, SampleDataset, load_dataset, registered, 
 from gflkit.data.loaders.shakespeare import LEAF_CHARACTERS, OOV_ID, decode_ids, encode_text
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # never the real per-user cache
-    monkeypatch.setenv("GFLKIT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("GFLKIT_OFFLINE", "1")
-    monkeypatch.delenv("GFLKIT_DATA", raising=False)
+pytestmark = pytest.mark.usefixtures("isolated_data_env")
 
 
 def _files(path: Path) -> set[Path]:

@@ -4,8 +4,9 @@
 (b) one FedAvg round over 100 MNIST label-shard clients (local epoch 1, each client from the
     global model, then aggregation) — exactly ``gflkit.engine.train_round``,
 with the same model (MCLR), batch size and learning rate. Both run through the same local loop
-(``gflkit.training.local_sgd``), so the ratio b/a measures what federation adds: loading rows,
-per-client optimiser set-up, stacking and averaging the K×d state.
+(``gflkit.training.local_sgd``: the round uses the sequential path, ``--local-training sequential``), so
+the ratio b/a measures what federation adds: loading rows, per-client optimiser set-up, stacking and
+averaging the K×d state. (The batched path is measured by ``vectorised_clients.py``.)
 
 Runs a and b alternately ``--repeats`` times and prints medians; the last line is
 ``overhead_ratio=<median b / median a>``. Needs MNIST under the data root (GFLKIT_DATA or --data-root).
@@ -53,12 +54,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument("--local-training", default="sequential", choices=["sequential", "batched", "auto"],
+                        help="how the federated round trains its clients (default: the sequential reference loop)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     config = RunConfig(dataset="mnist", num_clients=args.clients, partition_options={"shards_per_client": args.shards},
                        batch_size=32, lr=0.01)
-    fed = build_federation(config, args.data_root, args.device)
+    fed = build_federation(config, args.data_root, args.device, args.local_training)
     samples = sum(len(i) for i in fed.train_indices)
     print(f"MNIST, {fed.num_clients} clients, {samples} training samples, MCLR (d={fed.dim}), batch 32, "
           f"device {fed.device}, {torch.get_num_threads()} threads")

@@ -159,9 +159,14 @@ class Checkpoint:
             path.unlink(missing_ok=True)
 
 
+def training_path(paths: set[str]) -> str:
+    """How a round's local training ran: ``"batched"``, ``"sequential"``, ``"mixed"`` or ``"none"``."""
+    return next(iter(paths)) if len(paths) == 1 else ("mixed" if paths else "none")
+
+
 def train_round(fed: Federation, algorithm: Algorithm, clients: Tensor, round: int) -> list[LocalResult]:
     """Steps 2–3 of a round: every client in ``clients`` trains and uploads, then the server aggregates."""
-    results = [algorithm.client_update(fed, int(k), round) for k in clients]
+    results = algorithm.round_updates(fed, clients, round)
     received = fed.upload(clients, torch.stack([r.vector for r in results]), round)
     algorithm.aggregate(fed, clients.to(fed.device), received, round)
     return results
@@ -220,7 +225,9 @@ def run_rounds(
     ``schedule.evaluate`` (e.g. ``accuracy``, ``loss``), the same under the other protocol with its name
     as suffix (``accuracy_local`` / ``accuracy_server``), ``num_samples`` (the client's test samples),
     ``train_loss`` (mean local loss of that round; NaN when the client did not take part) and, when the
-    federation holds out clients, ``held_out`` (whether the row is an unseen test client).
+    federation holds out clients, ``held_out`` (whether the row is an unseen test client);
+    ``local_training``: how that round's local training ran (:func:`training_path`: ``batched`` /
+    ``sequential`` / ``mixed``, see :attr:`Federation.local_training`).
     """
     algorithm.setup(fed)
     first_round, records, local_scores = 1, [], {}
@@ -234,15 +241,17 @@ def run_rounds(
                        enabled=progress, initial=first_round - 1, total=schedule.rounds)
     for round in bar:
         clients = pool[sample_clients(len(pool), schedule.clients_per_round, fed.seed, round)]
+        fed.training_paths.clear()
         results = train_round(fed, algorithm, clients, round)
         if schedule.evaluates(round) or partial:  # a non-participant keeps its last trained model's score
             score_trained_models(fed, algorithm, clients, results, local_scores)
         if schedule.evaluates(round):
             train_loss = dict(zip(clients.tolist(), (r.loss for r in results)))
+            path = training_path(fed.training_paths)
             metrics = protocol_records(server_metrics(fed, algorithm), local_scores, schedule)
             records.extend(
                 {"round": round, "client": k, **m, "train_loss": train_loss.get(k, math.nan),
-                 **({"held_out": held_out[k]} if held_out else {})}
+                 "local_training": path, **({"held_out": held_out[k]} if held_out else {})}
                 for k, m in enumerate(metrics)
             )
             headline = next(iter(metrics[0]))  # the task's first metric, e.g. accuracy or mae

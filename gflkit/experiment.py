@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -27,7 +28,7 @@ from gflkit.data import SampleDataset, dataset_names, get_spec, load_dataset, lo
 from gflkit.data.partition import SCHEMES, ClientSplit, hold_out_clients, partition, split_by_marker, train_test_split
 from gflkit.data.subgraphs import PARTITIONERS, ClientGraph, make_subgraph_clients
 from gflkit.engine import Checkpoint, Schedule, run_rounds
-from gflkit.federation import Federation, GraphFederation
+from gflkit.federation import LOCAL_TRAINING, Federation, GraphFederation
 from gflkit.models import MODELS, build_model
 from gflkit.results import ResultStore
 from gflkit.seeding import HELD_OUT_CLIENTS, MODEL_INIT, derive_seed
@@ -36,6 +37,7 @@ from gflkit.threads import limit_threads
 from gflkit.training import TrainConfig
 
 POOLS = ("all", "train")
+ENV_LOCAL_TRAINING = "GFLKIT_LOCAL_TRAINING"
 
 
 @dataclass(frozen=True)
@@ -256,10 +258,30 @@ def build_graph_federation(config: RunConfig, data_root: str | Path | None = Non
                            device=resolve_device(device), channel=config.uplink())
 
 
+def resolve_local_training(local_training: str | None = None) -> str:
+    """How local training runs (:attr:`~gflkit.federation.Federation.local_training`): ``local_training``,
+    else ``$GFLKIT_LOCAL_TRAINING``, else ``"auto"`` (batched wherever it applies). Like the device, it
+    changes numbers only at floating-point level, so it is not part of a run's configuration."""
+    mode = local_training or os.environ.get(ENV_LOCAL_TRAINING, "").strip() or "auto"
+    if mode not in LOCAL_TRAINING:
+        raise ValueError(f"unknown local training {mode!r} (argument or ${ENV_LOCAL_TRAINING}); choose one of "
+                         f"{list(LOCAL_TRAINING)}")
+    return mode
+
+
 def build_federation(
-    config: RunConfig, data_root: str | Path | None = None, device: str | torch.device = "auto"
+    config: RunConfig, data_root: str | Path | None = None, device: str | torch.device = "auto",
+    local_training: str | None = None,
 ) -> Federation:
-    """Data, clients, model and state of the run ``config`` (nothing trained yet)."""
+    """Data, clients, model and state of the run ``config`` (nothing trained yet); ``local_training``
+    as :func:`resolve_local_training`."""
+    mode = resolve_local_training(local_training)
+    fed = _build_federation(config, data_root, device)
+    fed.local_training = mode
+    return fed
+
+
+def _build_federation(config: RunConfig, data_root: str | Path | None, device: str | torch.device) -> Federation:
     if config.is_graph:
         return build_graph_federation(config, data_root, device)
     data = _cached_dataset(config.dataset, None if data_root is None else str(data_root), tuple(sorted(config.data_options.items())))
@@ -326,8 +348,13 @@ def run(
     device: str | torch.device = "auto",
     checkpoint_every: int = 5,
     progress: bool = True,
+    local_training: str | None = None,
 ) -> pd.DataFrame:
     """Run ``config`` (or read it back from ``store``) and return its records.
+
+    ``local_training`` chooses batched or sequential local training (:func:`resolve_local_training`;
+    default ``"auto"``, or ``$GFLKIT_LOCAL_TRAINING``); each record's ``local_training`` column says
+    which ran.
 
     The records are the engine's per-round, per-client rows plus the columns ``method``, ``seed`` and
     ``evaluate`` (the run's evaluation protocol).
@@ -337,9 +364,10 @@ def run(
     """
     limit_threads()  # GFLKIT_THREADS, e.g. exported by `gflkit --threads 1 notebook ...` into the kernel
     resolved = resolve_device(device)
+    mode = resolve_local_training(local_training)
     stored = stored_key(config, resolved)
     if store is None:
-        records = _compute(config, data_root, resolved, None, 0, progress)[0]
+        records = _compute(config, data_root, resolved, None, 0, progress, mode)[0]
     else:
         records = store.load(stored)
         if records is None:
@@ -347,15 +375,15 @@ def run(
                 records = store.load(stored)
                 if records is None:
                     records, artifacts = _compute(config, data_root, resolved, store.checkpoint(stored),
-                                                  checkpoint_every, progress)
+                                                  checkpoint_every, progress, mode)
                     store.save(stored, records, artifacts)
     return records.assign(method=config.method, seed=config.seed, evaluate=config.evaluate)
 
 
 def _compute(config: RunConfig, data_root: str | Path | None, device: torch.device, checkpoint: Checkpoint | None,
-             checkpoint_every: int, progress: bool) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
+             checkpoint_every: int, progress: bool, local_training: str) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
     """Train ``config`` (resuming from ``checkpoint`` when one exists): its records and artifacts."""
-    fed = build_federation(config, data_root, device)
+    fed = build_federation(config, data_root, device, local_training)
     algorithm = build_algorithm(config.method, **config.method_options)
     records = run_rounds(fed, algorithm, config.schedule(checkpoint_every), checkpoint, progress,
                          description=f"{config.method} seed={config.seed}")

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import ClassVar, Iterator, Sequence
 
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from gflkit.batched import FeaturesAndLogits, batching_obstacle, slower_than_sequential, train_batched
 from gflkit.channel import Channel
 from gflkit.models.base import FeatureModel
 from gflkit.seeding import TORCH_GLOBAL, derive_seed, generator, seed_global_rng
@@ -30,6 +31,9 @@ from gflkit.state import FlatModule, Layout
 from gflkit.data.subgraphs import ClientGraph
 from gflkit.tasks import GraphTask, Task, add_sums
 from gflkit.training import Batch, LossTerm, TrainConfig, local_sgd, make_optimizer, minibatches
+
+
+LOCAL_TRAINING = ("auto", "batched", "sequential")
 
 
 @dataclass
@@ -57,10 +61,20 @@ class Federation:
         channel: the uplink that corrupts uploads before aggregation (perfect by default).
         held_out: a ``(K,)`` boolean mask of unseen test clients, which are never sampled to train
             (:func:`~gflkit.data.partition.hold_out_clients`); none by default.
+
+    Attributes set after construction:
+        local_training: how :meth:`train_clients` trains several clients: ``"auto"`` (default: batched,
+            :mod:`gflkit.batched`, wherever it applies, else one after another), ``"batched"`` (an error
+            where it does not apply) or ``"sequential"`` (always one after another, the reference loop).
+        client_chunk: how many clients one batched step holds (None: as many as fit a memory budget).
+        training_paths: the paths local training took since the engine last emptied it
+            (``"batched"`` / ``"sequential"``), for the run's records.
     """
 
     #: the splits every evaluation scores: the test split, then held-out splits recorded as ``<split>_<metric>``
     EVALUATION_SPLITS: tuple[str, ...] = ("test",)
+    #: whether clients' batches can be stacked for batched local training (:mod:`gflkit.batched`)
+    batchable_data: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -124,6 +138,10 @@ class Federation:
         # per (client, stream): the optimiser state a client keeps between its local trainings
         # (``optimizer_state="persistent"``), one dict of state tensors per model parameter
         self.optimizer_states: dict[tuple[int, int], list[dict[str, Tensor]]] = {}
+        self.local_training = "auto"
+        self.client_chunk: int | None = None
+        self.training_paths: set[str] = set()
+        self._reference_forward = FeaturesAndLogits(self._reference.module)
 
     @property
     def num_clients(self) -> int:
@@ -175,6 +193,7 @@ class Federation:
         stream: int = 0,
         config: TrainConfig | None = None,
         extra_parameters: Sequence[Tensor] = (),
+        context: dict[str, Tensor] | None = None,
     ) -> LocalResult:
         """Local training of ``client`` from the model vector ``start``.
 
@@ -182,8 +201,9 @@ class Federation:
         and a personal model) so that each draws its own minibatch order. ``extra_parameters`` are
         leaf tensors outside the model that the same optimiser steps alongside it for this training
         only (FED-PUB's sparse masks, which a method applies to the working module itself); their
-        optimiser state is never kept.
+        optimiser state is never kept. ``context`` is the loss term's ``step.context``.
         """
+        self.training_paths.add("sequential")
         self.flat.load(start)
         seed_global_rng(derive_seed(self.seed, round, client, stream, TORCH_GLOBAL), self.device)
         config = config or self.train_config
@@ -204,6 +224,7 @@ class Federation:
                 client,
                 round,
                 optimizer,
+                context,
             )
         finally:
             if extra_parameters:
@@ -213,6 +234,42 @@ class Federation:
         if persistent:
             self.optimizer_states[(client, stream)] = [dict(optimizer.state[p]) for p in self.flat.parameters]
         return LocalResult(self.flat.vector.detach().clone(), loss)
+
+    def train_clients(
+        self,
+        clients: Sequence[int] | Tensor,
+        round: int,
+        starts: Tensor,
+        loss_term: LossTerm | None = None,
+        contexts: Sequence[dict[str, Tensor]] | None = None,
+        stream: int = 0,
+        config: TrainConfig | None = None,
+        batchable: bool = True,
+    ) -> list[LocalResult]:
+        """Local training of several clients, client ``clients[i]`` from the row ``starts[i]``.
+
+        Batched (:func:`~gflkit.batched.train_batched`, the same numbers to floating-point tolerance)
+        when :attr:`local_training` allows it and nothing stands in the way (:func:`~gflkit.batched.
+        batching_obstacle`; ``batchable=False``: the caller's loss term is not written for it; under
+        ``"auto"`` also where batching is slower, :func:`~gflkit.batched.slower_than_sequential`); otherwise :meth:`train` for one client after the other.
+        ``contexts[i]`` is client ``clients[i]``'s loss-term context (``step.context``).
+        """
+        clients = [int(k) for k in clients]
+        config = config or self.train_config
+        contexts = list(contexts) if contexts is not None else [{} for _ in clients]
+        if self.local_training not in LOCAL_TRAINING:
+            raise ValueError(f"unknown local_training {self.local_training!r}; choose one of {list(LOCAL_TRAINING)}")
+        obstacle = batching_obstacle(self, config, contexts) if batchable else "the method's local step is not batched"
+        if obstacle is None and self.local_training == "auto":
+            obstacle = slower_than_sequential(self, clients)
+        if self.local_training == "batched" and obstacle is not None:
+            raise ValueError(f"local_training='batched' cannot apply: {obstacle}; use 'auto' to fall back to "
+                             "sequential training where batching does not apply")
+        if obstacle is not None or self.local_training == "sequential":
+            return [self.train(k, round, start, loss_term, stream, config, context=context)
+                    for k, start, context in zip(clients, starts, contexts)]
+        self.training_paths.add("batched")
+        return train_batched(self, clients, round, starts, loss_term, contexts, stream, config, self.client_chunk)
 
     def _restore_optimizer_state(self, optimizer: torch.optim.Optimizer, owner: tuple[int, int]) -> None:
         """Load the state ``owner`` = (client, stream) kept after its previous training (copies: a
@@ -224,12 +281,13 @@ class Federation:
     def representations(self, model: Tensor, x: object) -> Tensor:
         """``features(x)`` of the model vector ``model`` in eval mode, without gradient.
 
-        Computed on a second working module, so the working module — and the autograd graph local
+        Computed functionally on a second module, so the working module — and the autograd graph local
         training is building on it — stay untouched: what a loss term needs to compare the current
-        representation with those of other models (MOON's global and previous models).
+        representation with those of other models (MOON's global and previous models). ``model`` may be
+        one client's row inside batched training.
         """
-        self._reference.load(model)
-        return self._reference.module.eval().features(x)
+        named = {f"model.{name}": view for name, view in self._reference.layout.split(model.detach()).items()}
+        return torch.func.functional_call(self._reference_forward.eval(), named, (x,))[0]
 
     def upload(self, clients: Tensor, vectors: Tensor, round: int) -> Tensor:
         """What the server receives when ``clients`` upload the rows of ``vectors`` through the channel.
@@ -305,6 +363,7 @@ class GraphFederation(Federation):
 
     SPLITS = ("train", "val", "test")
     EVALUATION_SPLITS = ("test", "val")
+    batchable_data = False
 
     def __init__(
         self,

@@ -1,8 +1,11 @@
 """The one local-training loop: SGD (or Adam) over a client's batches.
 
-Every method trains through :func:`local_sgd`. A method changes local training only by passing a
+Every method trains through :func:`local_sgd` (or its batched twin, :mod:`gflkit.batched`, which trains
+many clients at once with the same numbers). A method changes local training only by passing a
 ``loss_term`` (FedProx's proximal term, Ditto's personal objective, FedSKA's cosine term, MOON's
 contrastive term): a function of the current :class:`LocalStep` returning an extra loss or ``None``.
+A term reads the client's parameters from ``step.params`` and anything per client from
+``step.context``, so the same term runs in both loops.
 
 What a batch is depends on the clients: shuffled minibatches of pooled samples (:func:`minibatches`,
 image / text / sequence clients), or a client's whole subgraph, one full-batch step per local
@@ -10,8 +13,8 @@ iteration (graph clients, :class:`~gflkit.federation.GraphFederation`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -71,6 +74,13 @@ class LocalStep:
     positions in the client's training split (row ``i`` of the batch is the client's sample
     ``positions[i]``), so a term can pair each sample with something the server sent for it (FedSKA's
     per-sample structure features); ``None`` for graph clients.
+
+    ``params`` are the trainable parameters of the model being trained, in registration order (the
+    working module's parameters, or under batched training one client's slices of the stacked rows);
+    a term differentiates through them. ``context`` holds the per-client tensors the method provided
+    for this training (:meth:`~gflkit.algorithms.base.Algorithm.local_context`, e.g. FedProx's anchor);
+    a term must take everything that differs between clients from it, since under batched training
+    ``client`` is ``-1`` (the step belongs to many clients at once).
     """
 
     client: int
@@ -81,6 +91,8 @@ class LocalStep:
     features: Tensor
     logits: Tensor
     positions: Tensor | None = None
+    params: Sequence[Tensor] = ()
+    context: dict[str, Tensor] = field(default_factory=dict)
 
 
 LossTerm = Callable[[LocalStep], Optional[Tensor]]
@@ -94,19 +106,27 @@ class Batch(NamedTuple):
     positions: Tensor | None = None
 
 
+def batch_positions(num_samples: int, batch_size: int, generator: torch.Generator | None = None,
+                    device: torch.device | str | None = None) -> list[Tensor]:
+    """The positions ``0 .. num_samples - 1`` of one pass, cut into batches of ``batch_size``.
+
+    With a ``generator`` the order is a fresh random permutation (one training epoch); without, the
+    positions in order (evaluation). The last batch holds the remainder.
+    """
+    positions = torch.arange(num_samples, device=device)
+    if generator is not None:
+        positions = torch.randperm(num_samples, generator=generator).to(device)
+    return list(positions.split(batch_size))
+
+
 def minibatches(x: Tensor, y: Tensor, indices: Tensor, batch_size: int,
                 generator: torch.Generator | None = None) -> Iterator[Batch]:
     """One pass over the samples ``x[indices]``, ``y[indices]`` in batches of ``batch_size``.
 
-    With a ``generator`` the order is a fresh random permutation (one training epoch); without, the
-    indices' own order (evaluation). Batches are gathered straight from the pooled tensors, so a
+    The order is :func:`batch_positions`'. Batches are gathered straight from the pooled tensors, so a
     client's data is never copied as a whole; each carries its samples' positions in ``indices``.
     """
-    positions = torch.arange(len(indices), device=indices.device)
-    if generator is not None:
-        positions = torch.randperm(len(indices), generator=generator).to(indices.device)
-    for start in range(0, len(indices), batch_size):
-        chosen = positions[start : start + batch_size]
+    for chosen in batch_positions(len(indices), batch_size, generator, indices.device):
         batch = indices[chosen]
         yield Batch(x[batch], y[batch], chosen)
 
@@ -127,6 +147,7 @@ def local_sgd(
     client: int = -1,
     round: int = -1,
     optimizer: torch.optim.Optimizer | None = None,
+    context: dict[str, Tensor] | None = None,
 ) -> float:
     r"""Train ``flat.module`` in place for ``config.epochs`` passes over ``epoch()``.
 
@@ -140,9 +161,10 @@ def local_sgd(
     The trained weights are left in ``flat.vector``. Returns the mean of
     :math:`\ell + \ell_{\text{model}}` over all steps. ``optimizer`` lets a caller re-use one optimiser
     (with empty state) across clients, since building one costs more than a few training steps of a
-    small model.
+    small model. ``context`` is handed to the loss term as ``step.context``.
     """
     model = flat.module
+    context = context or {}
     model.train()
     optimizer = optimizer or make_optimizer(flat.parameters, config)
     total, steps = None, 0
@@ -156,7 +178,8 @@ def local_sgd(
                 loss = loss + auxiliary
             total = loss.detach() if total is None else total + loss.detach()
             if loss_term is not None:
-                extra = loss_term(LocalStep(client, round, model, xb, yb, features, logits, positions))
+                extra = loss_term(LocalStep(client, round, model, xb, yb, features, logits, positions,
+                                            flat.parameters, context))
                 if extra is not None:
                     loss = loss + extra
             optimizer.zero_grad(set_to_none=True)

@@ -56,7 +56,7 @@ def test_client_representations_are_the_training_samples_in_split_order():
     model = fed.flat.module.eval()
     with torch.no_grad():
         expected = model.features(fed.x[fed.train_indices[1]])
-    assert torch.allclose(client_representations(fed, 1, batch_size=7), expected, atol=1e-6)
+    assert torch.allclose(client_representations(fed, 1, fed.initial, batch_size=7), expected, atol=1e-6)
 
 
 def test_by_position_repeats_a_shorter_client_cyclically():
@@ -86,7 +86,8 @@ def test_structure_loss_is_eq10_per_sample_by_hand():
     algorithm.structure[1][3] = torch.tensor([1.0, 0.0])
     algorithm.structure[1][5] = torch.tensor([0.0, 2.0])
     features = torch.tensor([[1.0, 1.0], [3.0, 0.0]])  # cos with (0, 2) = 1/√2, with (1, 0) = 1
-    step = LocalStep(1, 2, fed.flat.module, None, None, features, None, positions=torch.tensor([5, 3]))
+    step = LocalStep(1, 2, fed.flat.module, None, None, features, None, positions=torch.tensor([5, 3]),
+                     context=algorithm.local_context(fed, 1))
     expected = 0.5 * ((1 - 2 ** -0.5) + (1 - 1.0)) / 2
     assert algorithm.local_loss(fed, step).item() == pytest.approx(expected)
 

@@ -6,6 +6,7 @@ from gflkit.algorithms import build_algorithm
 from gflkit.channel import Channel
 from gflkit.engine import Schedule, run_rounds
 from gflkit.graphs.jgesr import JGESRParams, restore
+from gflkit.training import LocalStep
 
 from conftest import make_federation, run_full_and_resumed
 
@@ -49,7 +50,8 @@ def test_local_loss_is_the_proximal_term_to_the_restored_model():
     algorithm = build_algorithm("pdca", mu=2.0)
     algorithm.setup(fed)
     fed.models[1] = fed.flat.vector + 0.5  # the working model sits 0.5 from client 1's restored model
-    step = type("Step", (), {"client": 1, "round": 2})()
+    step = LocalStep(1, 2, fed.flat.module, None, None, None, None, params=fed.flat.parameters,
+                     context=algorithm.local_context(fed, 1))
     expected = 0.5 * 2.0 * (fed.flat.vector - fed.models[1]).pow(2).sum()  # MCLR: every entry is a parameter
     assert torch.allclose(algorithm.local_loss(fed, step), expected)
 

@@ -11,6 +11,7 @@ from gflkit.algorithms.pfedgraph import (
 )
 from gflkit.algorithms.terms import cosine_similarity
 from gflkit.engine import Schedule, run_rounds
+from gflkit.training import LocalStep
 
 from conftest import make_federation, run_full_and_resumed
 
@@ -129,7 +130,8 @@ def test_regulariser_is_minus_lam_times_the_cosine_similarity_to_the_aggregate()
     algorithm = build_algorithm("pfedgraph", lam=0.3)
     algorithm.setup(fed)
     fed.models[0] = fed.initial + 0.5
-    step = type("Step", (), {"client": 0, "round": 2})()
+    step = LocalStep(0, 2, fed.flat.module, None, None, None, None, params=fed.flat.parameters,
+                     context=algorithm.local_context(fed, 0))
     params, anchor = fed.flat.parameters, fed.flat.parameters_as_views(fed.models[0])
     expected = -0.3 * torch.nn.functional.cosine_similarity(fed.flat.vector, fed.models[0], dim=0)
     assert torch.allclose(algorithm.local_loss(fed, step), expected)
@@ -143,7 +145,8 @@ def test_neighbours_regulariser_is_the_weighted_sum_of_per_neighbour_cosines():
     updates = torch.stack([fed.initial + 0.5 * k for k in range(1, 5)]) * torch.linspace(0.5, 2.0, fed.dim)
     algorithm.aggregate(fed, torch.arange(4), updates, 1)
     fed.flat.load(fed.initial - 0.1)
-    step = type("Step", (), {"client": 2, "round": 2})()
+    step = LocalStep(2, 2, fed.flat.module, None, None, None, None, params=fed.flat.parameters,
+                     context=algorithm.local_context(fed, 2))
     mask = fed.layout.parameter_mask(fed.device)
     w = fed.flat.vector.detach()[mask]
     cosines = torch.stack([torch.nn.functional.cosine_similarity(w, u[mask], dim=0) for u in updates])

@@ -156,7 +156,8 @@ def test_partial_sfl_pulls_act_on_shared_entries_only():
     anchor_far[:, ~algorithm.shared] += 100.0  # unshared targets are ignored: no pull, no loss
     algorithm.aggregated = anchor_far
     fed.flat.load(fed.models[0])
-    step = LocalStep(client=0, round=3, model=fed.flat.module, x=None, y=None, features=None, logits=None)
+    step = LocalStep(client=0, round=3, model=fed.flat.module, x=None, y=None, features=None, logits=None,
+                     params=fed.flat.parameters, context=algorithm.local_context(fed, 0))
     loss = algorithm.local_loss(fed, step)
     expected = 0.5 * (fed.models[0] - anchor_far[0])[algorithm.shared].pow(2).sum()
     assert torch.allclose(loss, expected)

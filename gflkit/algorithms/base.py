@@ -5,8 +5,12 @@ A method is a small class with
 * ``Params``: a dataclass of its hyper-parameters (its published defaults);
 * :meth:`Algorithm.setup`: the server's initial state;
 * :meth:`Algorithm.configure`: the model vector a client starts local training from;
-* :meth:`Algorithm.local_loss`: an optional extra loss term of local training;
-* :meth:`Algorithm.client_update`: the client step (by default one call of the shared local loop);
+* :meth:`Algorithm.local_loss`: an optional extra loss term of local training, reading the client's
+  parameters from ``step.params`` and what differs between clients from ``step.context``
+  (:meth:`Algorithm.local_context`), so that it runs in the batched loop too;
+* :meth:`Algorithm.train_clients`: the client step of the sampled clients (by default the shared local
+  loop from :meth:`configure` with :meth:`local_loss`, batched where it applies, then
+  :meth:`finish_client` per client); :meth:`Algorithm.client_update` is the same step for one client;
 * :meth:`Algorithm.aggregate`: the server update from the returned vectors;
 * :meth:`Algorithm.evaluation_models`: the model the server holds for each client (the ``"server"``
   evaluation protocol);
@@ -15,12 +19,17 @@ A method is a small class with
 
 State lives in the :class:`~gflkit.federation.Federation` (``models``, ``global_model``) plus whatever
 tensors a method adds; :meth:`state_dict` returns the latter so that checkpoints are complete.
+
+**Batched local training** (:mod:`gflkit.batched`): a method whose client step is the default one opts
+in with ``batchable = True`` once its :meth:`local_loss` takes everything per client from
+``step.context``; a method that overrides :meth:`client_update` trains its clients one after another.
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, ClassVar
 
+import torch
 from torch import Tensor
 
 from gflkit.federation import Federation, LocalResult
@@ -49,6 +58,8 @@ class Algorithm:
 
     name: ClassVar[str] = ""
     Params: ClassVar[type] = NoParams
+    #: whether the default client step may train the sampled clients batched (see the module docstring)
+    batchable: ClassVar[bool] = False
 
     def __init__(self, **options: Any):
         self.params = make_params(self.Params, options, f"method {self.name!r}")
@@ -78,13 +89,46 @@ class Algorithm:
         return fed.global_model if fed.global_model is not None else fed.models[client]
 
     def local_loss(self, fed: Federation, step: LocalStep) -> Tensor | None:
-        """An extra term added to the task loss at every local step (none by default)."""
+        """An extra term added to the task loss at every local step (none by default).
+
+        Differentiate through ``step.params``; take whatever differs between clients from
+        ``step.context`` (:meth:`local_context`), never from ``step.client``, so the term is batchable.
+        """
         return None
 
+    def local_context(self, fed: Federation, client: int) -> dict[str, Tensor]:
+        """The tensors :meth:`local_loss` needs for ``client`` (its ``step.context``; none by default),
+        e.g. the anchor a proximal term pulls towards."""
+        return {}
+
+    def loss_term(self, fed: Federation):
+        """:meth:`local_loss` bound to ``fed`` as a loss term of the local loop, or None without one."""
+        return None if type(self).local_loss is Algorithm.local_loss else (lambda step: self.local_loss(fed, step))
+
+    def train_clients(self, fed: Federation, clients: Tensor, round: int) -> list[LocalResult]:
+        """The default client step of several clients: local training from :meth:`configure` with
+        :meth:`local_loss` (batched where it applies, :meth:`Federation.train_clients`), then
+        :meth:`finish_client` for each."""
+        ids = [int(k) for k in clients]
+        starts = torch.stack([self.configure(fed, k) for k in ids])
+        contexts = [self.local_context(fed, k) for k in ids]
+        results = fed.train_clients(ids, round, starts, self.loss_term(fed), contexts, batchable=self.batchable)
+        return [self.finish_client(fed, k, result) for k, result in zip(ids, results)]
+
+    def finish_client(self, fed: Federation, client: int, result: LocalResult) -> LocalResult:
+        """What a client does after its local training (keep its model, ...); returns what it uploads."""
+        return result
+
     def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
-        """One client's work in a round: local training from :meth:`configure` with :meth:`local_loss`."""
-        term = None if type(self).local_loss is Algorithm.local_loss else (lambda step: self.local_loss(fed, step))
-        return fed.train(client, round, self.configure(fed, client), term)
+        """One client's work in a round (by default :meth:`train_clients` for that client alone)."""
+        return self.train_clients(fed, torch.tensor([client]), round)[0]
+
+    def round_updates(self, fed: Federation, clients: Tensor, round: int) -> list[LocalResult]:
+        """Every sampled client's work in a round: :meth:`train_clients`, or :meth:`client_update` for one
+        client after the other when the method overrides it."""
+        if type(self).client_update is not Algorithm.client_update:
+            return [self.client_update(fed, int(k), round) for k in clients]
+        return self.train_clients(fed, clients, round)
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         """Server update from the sampled ``clients`` and their returned vectors (rows of ``updates``)."""

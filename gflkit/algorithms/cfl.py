@@ -127,6 +127,7 @@ class CFL(Algorithm):
     """
 
     name = "cfl"
+    batchable = True
     Params = CFLParams
 
     def __init__(self, **options: Any):

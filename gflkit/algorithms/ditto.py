@@ -52,15 +52,17 @@ class Ditto(FedAvg):
     share = "all"  # FedAvg's whole-model sharing; no share option
     Params = DittoParams
 
-    def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
-        shared = fed.train(client, round, fed.global_model, stream=0)
-        personal = fed.train(client, round, fed.models[client], lambda step: self.local_loss(fed, step), stream=1)
-        fed.models[client] = personal.vector
+    def train_clients(self, fed: Federation, clients: Tensor, round: int) -> list[LocalResult]:
+        ids = [int(k) for k in clients]
+        shared = fed.train_clients(ids, round, fed.global_model.expand(len(ids), -1), stream=0)
+        personal = fed.train_clients(ids, round, fed.models[ids], self.loss_term(fed), stream=1)
+        for client, result in zip(ids, personal):
+            fed.models[client] = result.vector
         return shared
 
     def local_loss(self, fed: Federation, step: LocalStep) -> Tensor:
-        anchor = fed.flat.parameters_as_views(fed.global_model)
-        return 0.5 * self.params.lam * squared_distance(fed.flat.parameters, anchor)
+        anchor = fed.flat.parameters_as_views(fed.global_model)  # the same for every client
+        return 0.5 * self.params.lam * squared_distance(step.params, anchor)
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         fed.global_model = weighted_mean(updates, fed.num_train[clients])

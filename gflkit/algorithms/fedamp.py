@@ -132,11 +132,14 @@ class FedAMP(Local):
     def configure(self, fed: Federation, client: int) -> Tensor:
         return (fed.models if self.params.start == "personal" else self.cloud)[client]
 
+    def local_context(self, fed: Federation, client: int) -> dict[str, Tensor]:
+        return {"cloud": self.cloud[client]}
+
     def local_loss(self, fed: Federation, step: LocalStep) -> Tensor | None:
         if self.params.lam == 0:
             return None
-        anchor = fed.flat.parameters_as_views(self.cloud[step.client])
-        return self.params.lam / (2.0 * self.params.alpha) * squared_distance(fed.flat.parameters, anchor)
+        anchor = fed.flat.parameters_as_views(step.context["cloud"])
+        return self.params.lam / (2.0 * self.params.alpha) * squared_distance(step.params, anchor)
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         self.uploads[clients] = updates

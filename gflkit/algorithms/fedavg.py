@@ -28,6 +28,7 @@ class FedAvg(Algorithm):
 
     name = "fedavg"
     Params = SharingParams
+    batchable = True
 
     @property
     def share(self) -> str:
@@ -47,9 +48,8 @@ class FedAvg(Algorithm):
         """The global model on the shared entries, the client's own model elsewhere."""
         return torch.where(self.shared, fed.global_model, fed.models[client]) if self.partial else fed.global_model
 
-    def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
-        """Local training; under partial sharing the client keeps its model and uploads the shared entries only."""
-        result = super().client_update(fed, client, round)
+    def finish_client(self, fed: Federation, client: int, result: LocalResult) -> LocalResult:
+        """Under partial sharing the client keeps its model and uploads the shared entries only."""
         if not self.partial:
             return result
         fed.models[client] = result.vector

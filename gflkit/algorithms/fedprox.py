@@ -41,6 +41,9 @@ class FedProx(FedAvg):
         """:math:`w^t`, the model ``client`` started the round from (its own entries where not shared)."""
         return self.configure(fed, client)
 
+    def local_context(self, fed: Federation, client: int) -> dict[str, Tensor]:
+        return {"anchor": self.anchor(fed, client)}
+
     def local_loss(self, fed: Federation, step: LocalStep) -> Tensor:
-        anchor = fed.flat.parameters_as_views(self.anchor(fed, step.client))
-        return 0.5 * self.params.mu * squared_distance(fed.flat.parameters, anchor)
+        anchor = fed.flat.parameters_as_views(step.context["anchor"])
+        return 0.5 * self.params.mu * squared_distance(step.params, anchor)

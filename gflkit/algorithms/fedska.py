@@ -177,9 +177,10 @@ class StructureServer:
 
 
 @torch.no_grad()
-def client_representations(fed: Federation, client: int, batch_size: int = 1024) -> Tensor:
+def client_representations(fed: Federation, client: int, vector: Tensor, batch_size: int = 1024) -> Tensor:
     """Client side: :math:`H^c_k`, the representations of the client's training samples (``N_k × h``, in
-    split order) under the model currently loaded in ``fed.flat``."""
+    split order) under the model vector ``vector`` (its trained model)."""
+    fed.flat.load(vector)
     model = fed.flat.module
     model.eval()
     indices = fed.train_indices[client]
@@ -241,15 +242,24 @@ class FedSKA(FedAvg):
     def configure(self, fed: Federation, client: int) -> Tensor:
         return fed.global_model if self.params.fedavg else fed.models[client]
 
+    def local_context(self, fed: Federation, client: int) -> dict[str, Tensor]:
+        """The client's structure features, one row per training sample, zero-padded to the largest client
+        (the term reads only its own samples' rows) so that the clients' contexts stack."""
+        if self.structure is None:
+            return {}
+        rows = max(len(features) for features in self.structure)
+        own = self.structure[client]
+        return {"structure": torch.cat([own, own.new_zeros(rows - len(own), own.shape[1])])}
+
     def local_loss(self, fed: Federation, step: LocalStep) -> Tensor | None:
         if self.structure is None or self.params.weight == 0:
             return None
-        target = self.structure[step.client][step.positions]
+        target = step.context["structure"][step.positions]
         return self.params.weight * (1 - F.cosine_similarity(step.features, target, dim=1)).mean()
 
-    def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
-        result = super().client_update(fed, client, round)
-        self.representations[client] = client_representations(fed, client)  # sent up besides w_k
+    def finish_client(self, fed: Federation, client: int, result: LocalResult) -> LocalResult:
+        result = super().finish_client(fed, client, result)
+        self.representations[client] = client_representations(fed, client, result.vector)  # sent up besides w_k
         return result
 
     def client_features(self) -> Tensor:

@@ -171,6 +171,7 @@ class GCFLPlus(CFL):
     """
 
     name = "gcfl"
+    batchable = False  # reads the working module's last gradient after local training (gradient_norm)
     Params = GCFLPlusParams
 
     def check(self, num_clients: int) -> None:

@@ -38,6 +38,7 @@ class JGESR(Algorithm):
     """
 
     name = "pdca"
+    batchable = True
     solver = "pdca"
     Params = JGESRParams
 
@@ -63,9 +64,12 @@ class JGESR(Algorithm):
     def configure(self, fed: Federation, client: int) -> Tensor:
         return fed.models[client]
 
+    def local_context(self, fed: Federation, client: int) -> dict[str, Tensor]:
+        return {"anchor": fed.models[client]}
+
     def local_loss(self, fed: Federation, step: LocalStep) -> Tensor:
-        anchor = fed.flat.parameters_as_views(fed.models[step.client])
-        return 0.5 * self.params.mu * squared_distance(fed.flat.parameters, anchor)
+        anchor = fed.flat.parameters_as_views(step.context["anchor"])
+        return 0.5 * self.params.mu * squared_distance(step.params, anchor)
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         self.received[clients] = updates

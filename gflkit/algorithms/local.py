@@ -14,6 +14,7 @@ class Local(Algorithm):
     """
 
     name = "local"
+    batchable = True
 
     def setup(self, fed: Federation) -> None:
         fed.global_model = None
@@ -21,8 +22,7 @@ class Local(Algorithm):
     def configure(self, fed: Federation, client: int) -> Tensor:
         return fed.models[client]
 
-    def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
-        result = super().client_update(fed, client, round)
+    def finish_client(self, fed: Federation, client: int, result: LocalResult) -> LocalResult:
         fed.models[client] = result.vector  # kept on the client: no upload channel touches it
         return result
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from gflkit.algorithms.fedavg import FedAvg
@@ -71,16 +72,21 @@ class MOON(FedAvg):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.previous = state["previous"]
 
+    def local_context(self, fed: Federation, client: int) -> dict[str, Tensor]:
+        """The client's previous models, ``P × d`` (``0 × d`` before its first training)."""
+        history = self.previous[client]
+        return {"previous": torch.stack(history) if history else fed.initial.new_zeros(0, fed.dim)}
+
     def local_loss(self, fed: Federation, step: LocalStep) -> Tensor | None:
-        history = self.previous[step.client]
-        if not history or self.contrastive_weight == 0:
+        history = step.context["previous"]
+        if len(history) == 0 or self.contrastive_weight == 0:
             return None
         z_global = fed.representations(fed.global_model, step.x)
-        z_previous = [fed.representations(model, step.x) for model in history]
+        z_previous = [fed.representations(model, step.x) for model in history.unbind(0)]
         return self.contrastive_weight * model_contrastive(step.features, z_global, z_previous, self.params.tau)
 
-    def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
-        result = super().client_update(fed, client, round)
+    def finish_client(self, fed: Federation, client: int, result: LocalResult) -> LocalResult:
+        result = super().finish_client(fed, client, result)
         trained = self.trained_model(fed, client, result)  # the whole model, also under partial sharing
         self.previous[client] = [*self.previous[client], trained][-self.params.pool_size:]
         return result

@@ -128,6 +128,7 @@ class PFedGraph(Algorithm):
     """
 
     name = "pfedgraph"
+    batchable = True
     Params = PFedGraphParams
 
     def __init__(self, **options: Any):
@@ -142,16 +143,19 @@ class PFedGraph(Algorithm):
     def configure(self, fed: Federation, client: int) -> Tensor:
         return fed.models[client]
 
+    def local_context(self, fed: Federation, client: int) -> dict[str, Tensor]:
+        anchors = {"aggregate": fed.models, "neighbours": self.neighbour_sum}[self.params.regularizer]
+        return {"anchor": anchors[client]}
+
     def local_loss(self, fed: Federation, step: LocalStep) -> Tensor | None:
         if step.round <= 1 or self.params.lam == 0:
             return None
+        anchor = fed.flat.parameters_as_views(step.context["anchor"])
         if self.params.regularizer == "aggregate":
-            anchor = fed.flat.parameters_as_views(fed.models[step.client])
-            return -self.params.lam * cosine_similarity(fed.flat.parameters, anchor)
+            return -self.params.lam * cosine_similarity(step.params, anchor)
         # Σ_j a_kj cos(w, w_j) = ⟨w, c_k⟩ / ‖w‖ = ‖c_k‖ cos(w, c_k)
-        anchor = fed.flat.parameters_as_views(self.neighbour_sum[step.client])
         scale = torch.stack([a.pow(2).sum() for a in anchor]).sum().sqrt()
-        return -self.params.lam * scale * cosine_similarity(fed.flat.parameters, anchor)
+        return -self.params.lam * scale * cosine_similarity(step.params, anchor)
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         mask = fed.layout.parameter_mask(fed.device)

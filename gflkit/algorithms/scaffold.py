@@ -73,10 +73,13 @@ class Scaffold(FedAvg):
         self.server_control = torch.zeros(fed.dim, device=fed.device)
         self.client_controls = torch.zeros(fed.num_clients, fed.dim, device=fed.device)
 
+    def local_context(self, fed: Federation, client: int) -> dict[str, Tensor]:
+        return {"correction": self.server_control - self.client_controls[client]}
+
     def local_loss(self, fed: Federation, step: LocalStep) -> Tensor:
         self._steps += 1
-        correction = fed.flat.parameters_as_views(self.server_control - self.client_controls[step.client])
-        return torch.stack([(p * c).sum() for p, c in zip(fed.flat.parameters, correction)]).sum()
+        correction = fed.flat.parameters_as_views(step.context["correction"])
+        return torch.stack([(p * c).sum() for p, c in zip(step.params, correction)]).sum()
 
     def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
         self._steps = 0

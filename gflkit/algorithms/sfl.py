@@ -24,7 +24,7 @@ disagree, the paper is followed and the code's choice is an option:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor
@@ -205,22 +205,27 @@ class SFL(FedAvg):
             return super().configure(fed, client)
         return (fed.models if self.params.start == "personal" else self.aggregated)[client]
 
+    def local_context(self, fed: Federation, client: int) -> dict[str, Tensor]:
+        return {"aggregated": self.aggregated[client]}
+
     def local_loss(self, fed: Federation, step: LocalStep) -> Tensor | None:
         if step.round <= 1:
             return None
-        to_graph = self._pull(fed, self.aggregated[step.client])
-        to_global = self._pull(fed, fed.global_model)
+        to_graph = self._pull(fed, step.params, step.context["aggregated"])
+        to_global = self._pull(fed, step.params, fed.global_model)
         return 0.5 * (self.params.lam_graph * to_graph + self.params.lam_global * to_global)
 
-    def _pull(self, fed: Federation, anchor: Tensor) -> Tensor:
-        r""":math:`\lVert v - a \rVert^2` over the shared entries (an unshared entry is its own anchor)."""
-        if self.partial:
-            anchor = torch.where(self.shared, anchor, fed.flat.vector.detach())
-        return squared_distance(fed.flat.parameters, fed.flat.parameters_as_views(anchor))
+    def _pull(self, fed: Federation, params: Sequence[Tensor], anchor: Tensor) -> Tensor:
+        r""":math:`\lVert v - a \rVert^2` over the shared entries (an unshared entry adds nothing)."""
+        if not self.partial:
+            return squared_distance(params, fed.flat.parameters_as_views(anchor))
+        masks = fed.flat.parameters_as_views(self.shared)
+        return squared_distance([p * m for p, m in zip(params, masks)],
+                                [a * m for a, m in zip(fed.flat.parameters_as_views(anchor), masks)])
 
-    def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
-        """Local training; the client keeps its own :math:`v_k` (the server only sees what it uploads)."""
-        result = super().client_update(fed, client, round)
+    def finish_client(self, fed: Federation, client: int, result: LocalResult) -> LocalResult:
+        """The client keeps its own :math:`v_k` (the server only sees what it uploads)."""
+        result = super().finish_client(fed, client, result)
         if not self.partial:  # FedAvg's partial sharing has stored it already
             fed.models[client] = result.vector
         return result

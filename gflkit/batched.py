@@ -1,0 +1,255 @@
+r"""Batched local training: the participating clients' local SGD as one vectorised computation.
+
+The rows :math:`W \in \mathbb{R}^{n \times d}` of the :math:`n` clients that train together are stepped
+at once. At local step :math:`s`, every client :math:`k` that still has a batch :math:`b_{k,s}` takes it:
+
+.. math::
+    g_k = \nabla_w \big[\ell(f_{w_k}(x_{b_{k,s}}), y_{b_{k,s}}) + \text{term}_k(w_k)\big] + \lambda w_k, \qquad
+    v_k \leftarrow \begin{cases} g_k & s = 0 \\ \mu v_k + g_k & s > 0 \end{cases}, \qquad
+    w_k \leftarrow w_k - \eta\, v_k
+
+(:class:`torch.optim.SGD` with momentum :math:`\mu`, weight decay :math:`\lambda`, no dampening). All
+gradients of a step are one call of ``torch.func.vmap(torch.func.grad(loss))`` over the rows: the model
+runs through :func:`torch.func.functional_call` with each client's row cut into its parameters (the
+:class:`~gflkit.state.Layout` of the K×d state), so no per-client module exists.
+
+**Same numbers as the sequential loop** (:func:`gflkit.training.local_sgd`), to floating-point tolerance:
+
+* each client's batches come from its own ``(seed, round, client, stream)`` stream, in the same order;
+* a client whose batches are used up takes no more steps (clients of unequal sizes);
+* clients whose ``s``-th batches differ in size (a last partial batch) form separate groups, so every
+  loss is a mean over the client's true batch and no padding ever enters a loss;
+* a client's loss term sees its own parameters and context (``LocalStep.params`` / ``.context``).
+
+**What falls back to the sequential loop** (:func:`batching_obstacle` says why): models with buffers
+(BatchNorm statistics), dropout or an auxiliary loss; parameters without gradient; Adam or a persistent
+optimiser state; graph clients; per-client contexts whose shapes differ; a method whose local step is not
+written for batching (``Algorithm.batchable``).
+
+Under ``local_training="auto"`` batching is also skipped where it would be slower
+(:func:`slower_than_sequential`: a single client, a recurrent model, a convolutional model on a CPU).
+
+Clients are processed in chunks of ``client_chunk`` rows; by default as many as fit a memory budget
+(:func:`auto_client_chunk`), so a large model or a small GPU still fits.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from gflkit.models.base import FeatureModel
+from gflkit.seeding import generator
+from gflkit.training import LocalStep, LossTerm, TrainConfig, batch_positions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gflkit.federation import Federation, LocalResult
+
+#: how much memory the rows of one chunk may take on a CPU (on a GPU: half of what is free)
+CPU_MEMORY_BUDGET = 2 * 2**30
+
+
+class FeaturesAndLogits(nn.Module):
+    """``x ↦ (features(x), head(features(x)))`` of a :class:`~gflkit.models.base.FeatureModel`:
+    what :func:`torch.func.functional_call` runs, so a loss term sees the representation too."""
+
+    def __init__(self, model: FeatureModel):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        features = self.model.features(x)
+        return features, self.model.head(features)
+
+
+def has_dropout(module: nn.Module) -> bool:
+    """Whether ``module`` contains a dropout layer that drops anything (``p > 0``)."""
+    return any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 for m in module.modules())
+
+
+def batching_obstacle(fed: Federation, config: TrainConfig, contexts: Sequence[dict[str, Tensor]]) -> str | None:
+    """Why ``fed``'s clients cannot train batched under ``config`` with these per-client ``contexts``;
+    ``None`` when they can."""
+    module = fed.flat.module
+    if not fed.batchable_data:
+        return f"{type(fed).__name__} clients train one graph at a time"
+    if any(entry.is_buffer for entry in fed.layout.entries):
+        return f"{type(module).__name__} has buffers (e.g. BatchNorm statistics)"
+    if has_dropout(module):
+        return f"{type(module).__name__} has dropout"
+    if type(module).auxiliary_loss is not FeatureModel.auxiliary_loss:
+        return f"{type(module).__name__} adds an auxiliary loss"
+    if not all(p.requires_grad for p in fed.flat.parameters):
+        return f"{type(module).__name__} has frozen parameters"
+    if config.optimizer != "sgd":
+        return f"optimizer={config.optimizer!r} (batched training implements SGD)"
+    if config.optimizer_state != "fresh":
+        return f"optimizer_state={config.optimizer_state!r} (batched training starts every client fresh)"
+    first = {name: (tuple(t.shape), t.dtype) for name, t in contexts[0].items()} if contexts else {}
+    if any({name: (tuple(t.shape), t.dtype) for name, t in c.items()} != first for c in contexts[1:]):
+        return "the clients' loss-term contexts differ in shape"
+    return None
+
+
+def slower_than_sequential(fed: Federation, clients: Sequence[int]) -> str | None:
+    """Why ``local_training="auto"`` keeps the sequential loop although batching would apply; None when it batches.
+
+    A single client has nothing to batch. Recurrent layers (LSTM, GRU) have no ``vmap`` batching rule,
+    so PyTorch would loop over the clients anyway. On a CPU a convolutional model stays sequential:
+    ``vmap`` turns each convolution into a grouped convolution over the clients, which oneDNN runs
+    1.7× slower than the clients' separate convolutions (``benchmarks/vectorised_clients.py``).
+    """
+    if len(clients) < 2:
+        return "a single client trains"
+    modules = list(fed.flat.module.modules())
+    if any(isinstance(m, nn.RNNBase) for m in modules):
+        return "recurrent layers have no batching rule (vmap would loop over the clients)"
+    if fed.device.type == "cpu" and any(isinstance(m, nn.modules.conv._ConvNd) for m in modules):
+        return "convolutions batch as grouped convolutions, slower than the sequential loop on a CPU"
+    return None
+
+
+def auto_client_chunk(fed: Federation, batch_size: int) -> int:
+    """How many clients one vectorised step may hold: a memory budget over the bytes one client needs.
+
+    One client needs its row, gradient, momentum and two temporaries (``5 d`` floats) plus, twice (forward
+    and backward), the outputs of every leaf module on a batch, measured by a dry run on one sample.
+    The budget is :data:`CPU_MEMORY_BUDGET` on a CPU and half of the free memory on a GPU.
+    """
+    outputs: list[int] = []
+    hooks = [m.register_forward_hook(lambda _m, _i, out: outputs.append(out.numel() if isinstance(out, Tensor) else 0))
+             for m in fed.flat.module.modules() if not list(m.children())]
+    try:
+        with torch.no_grad():
+            fed.flat.module(fed.x[:1])
+    finally:
+        for hook in hooks:
+            hook.remove()
+    per_client = fed.flat.vector.element_size() * (5 * fed.dim + 2 * batch_size * sum(outputs))
+    budget = CPU_MEMORY_BUDGET
+    if fed.device.type == "cuda":
+        budget = torch.cuda.mem_get_info(fed.device)[0] // 2
+    return max(1, budget // per_client)
+
+
+def batch_schedule(fed: Federation, clients: Sequence[int], round: int, stream: int,
+                   config: TrainConfig) -> tuple[Tensor, Tensor, Tensor]:
+    """Every client's batches over its local epochs, padded into tensors.
+
+    Returns ``positions`` (``n × S × B``: the batch's samples' positions in the client's training
+    split), ``samples`` (the same as indices into the pooled ``fed.x``) and ``sizes`` (``n × S``: the
+    true size of each batch, 0 where a client has no ``s``-th batch), with ``S`` the most batches any
+    client has and ``B`` the batch size. The order is exactly the sequential loop's
+    (:func:`~gflkit.training.batch_positions` on the client's own stream, epoch after epoch).
+    """
+    width = config.batch_size
+    per_client = []
+    for client in clients:
+        order = generator(fed.seed, round, client, stream)
+        epochs = [torch.cat(batch_positions(len(fed.train_indices[client]), width, order, fed.device) or
+                            [torch.zeros(0, dtype=torch.long, device=fed.device)])
+                  for _ in range(config.epochs)]
+        per_client.append(epochs)
+    steps = max(sum(-(-len(epoch) // width) for epoch in epochs) for epochs in per_client)
+    positions = torch.zeros(len(clients), steps * width, dtype=torch.long, device=fed.device)
+    sizes = torch.zeros(len(clients), steps, dtype=torch.long)
+    for row, epochs in enumerate(per_client):
+        offset = 0
+        for epoch in epochs:
+            batches = -(-len(epoch) // width)
+            positions[row, offset * width : offset * width + len(epoch)] = epoch
+            sizes[row, offset : offset + batches] = width
+            if len(epoch) % width:
+                sizes[row, offset + batches - 1] = len(epoch) % width
+            offset += batches
+    samples = torch.stack([fed.train_indices[client][row] if len(fed.train_indices[client]) else row
+                           for client, row in zip(clients, positions)])
+    return positions.view(len(clients), steps, width), samples.view(len(clients), steps, width), sizes
+
+
+def parameter_views(matrix: Tensor, fed: Federation) -> list[Tensor]:
+    """The trainable parameters of every row of ``matrix`` (``n × d``): one ``n × shape`` view per parameter."""
+    return [matrix[:, e.slice].view(len(matrix), *e.shape) for e in fed.layout.entries if not e.is_buffer]
+
+
+def client_gradients(fed: Federation, round: int, loss_term: LossTerm | None):
+    """``(parameters, x, y, positions, contexts) ↦ (gradients, task losses)``: one step's per-client
+    gradients of ``task loss + term``, one tensor per parameter, vectorised over the clients."""
+    forward = FeaturesAndLogits(fed.flat.module).train()
+    names = [f"model.{e.name}" for e in fed.layout.entries if not e.is_buffer]
+
+    def loss(params: tuple[Tensor, ...], x: Tensor, y: Tensor, positions: Tensor, context: dict[str, Tensor]):
+        features, logits = torch.func.functional_call(forward, dict(zip(names, params)), (x,))
+        task = fed.task.loss(logits, y)
+        total = task
+        if loss_term is not None:
+            extra = loss_term(LocalStep(-1, round, fed.flat.module, x, y, features, logits, positions, params, context))
+            if extra is not None:
+                total = total + extra
+        return total, task.detach()
+
+    return torch.func.vmap(torch.func.grad(loss, has_aux=True))
+
+
+def train_batched(
+    fed: Federation,
+    clients: Sequence[int],
+    round: int,
+    starts: Tensor,
+    loss_term: LossTerm | None,
+    contexts: Sequence[dict[str, Tensor]],
+    stream: int,
+    config: TrainConfig,
+    client_chunk: int | None = None,
+) -> list[LocalResult]:
+    """Local training of ``clients`` from the rows of ``starts`` (``n × d``), all at once.
+
+    What :meth:`~gflkit.federation.Federation.train` does for each client, with the same minibatch
+    streams and the same result (see the module docstring). ``contexts[i]`` is client ``clients[i]``'s
+    loss-term context. Returns one :class:`~gflkit.federation.LocalResult` per client, in order.
+    """
+    from gflkit.federation import LocalResult
+
+    weights = starts.detach().clone()
+    params = parameter_views(weights, fed)
+    velocity = parameter_views(torch.zeros_like(weights), fed) if config.momentum else None
+    stacked = {name: torch.stack([c[name] for c in contexts]) for name in (contexts[0] if contexts else {})}
+    positions, samples, sizes = batch_schedule(fed, clients, round, stream, config)
+    gradients_of = client_gradients(fed, round, loss_term)
+    chunk = client_chunk or auto_client_chunk(fed, config.batch_size)
+    totals = torch.zeros(len(clients), device=fed.device)
+    for step in range(sizes.shape[1]):
+        for size in sizes[:, step].unique().tolist():
+            if size == 0:
+                continue
+            rows = torch.nonzero(sizes[:, step] == size).flatten().to(fed.device)
+            for part in rows.split(chunk):
+                whole = len(part) == len(clients)
+                batch = samples[part, step, :size]
+                gradients, task_losses = gradients_of(
+                    tuple(p if whole else p[part] for p in params), fed.x[batch], fed.y[batch],
+                    positions[part, step, :size], {name: value[part] for name, value in stacked.items()})
+                for i, (param, gradient) in enumerate(zip(params, gradients)):
+                    row_param = param if whole else param[part]
+                    if config.weight_decay:
+                        gradient = gradient.add(row_param, alpha=config.weight_decay)
+                    if velocity is not None:
+                        if step > 0:
+                            gradient = (velocity[i] if whole else velocity[i][part]).mul(config.momentum).add_(gradient)
+                        if whole:
+                            velocity[i].copy_(gradient)
+                        else:
+                            velocity[i][part] = gradient
+                    if whole:
+                        param.add_(gradient, alpha=-config.lr)
+                    else:
+                        param[part] = row_param.add(gradient, alpha=-config.lr)
+                totals[part] += task_losses
+    steps = (sizes > 0).sum(dim=1).tolist()
+    return [LocalResult(weights[i].clone(), float(totals[i]) / steps[i] if steps[i] else 0.0)
+            for i in range(len(clients))]
+
+
+__all__ = ["CPU_MEMORY_BUDGET", "FeaturesAndLogits", "auto_client_chunk", "batch_schedule", "batching_obstacle",
+           "has_dropout", "parameter_views", "slower_than_sequential", "train_batched"]

@@ -1,0 +1,180 @@
+"""Batched local training (gflkit.batched) gives the sequential loop's numbers, and falls back where it must."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from gflkit.algorithms import build_algorithm
+from gflkit.batched import batch_schedule, batching_obstacle, slower_than_sequential, train_batched
+from gflkit.engine import Schedule, run_rounds, train_round
+from gflkit.experiment import RunConfig, build_federation
+from gflkit.federation import Federation
+from gflkit.models.base import FeatureModel
+from gflkit.seeding import generator
+from gflkit.tasks import ClassificationTask
+from gflkit.training import TrainConfig
+
+from conftest import make_federation, run_full_and_resumed
+
+#: every method that opts in, with options that fit six clients
+BATCHABLE = {
+    "fedavg": {}, "fedprox": {"mu": 0.1}, "local": {}, "ditto": {}, "fedu": {}, "sfl": {}, "fedska": {"k": 3},
+    "moon": {}, "pfedgraph": {}, "fedamp": {}, "pdca": {},
+}
+
+
+def digits_federation(method: str, model: str, mode: str, **overrides):
+    """Six Dirichlet clients of unequal sizes, momentum, weight decay and two local epochs."""
+    config = RunConfig(dataset="digits", num_clients=6, method=method, method_options=BATCHABLE.get(method, {}),
+                       model=model, partition="dirichlet", partition_options={"alpha": 0.5}, batch_size=16,
+                       lr=0.05, momentum=0.5, weight_decay=1e-3, local_epochs=2, **overrides)
+    fed = build_federation(config, None, "cpu")
+    fed.local_training = mode
+    algorithm = build_algorithm(method, **config.method_options)
+    algorithm.setup(fed)
+    return fed, algorithm
+
+
+def relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max() / a.abs().max().clamp(min=1e-12))
+
+
+@pytest.mark.parametrize("model", ["mclr", "simple_cnn"])
+@pytest.mark.parametrize("method", sorted(BATCHABLE))
+def test_batched_clients_train_the_sequential_models(method, model):
+    runs = {mode: digits_federation(method, model, mode) for mode in ("sequential", "batched")}
+    sizes = [len(i) for i in runs["batched"][0].train_indices]
+    assert len(set(sizes)) > 1, "clients of unequal sizes"
+    for round in (1, 2, 3):
+        uploads = {}
+        for mode, (fed, algorithm) in runs.items():
+            fed.training_paths.clear()
+            results = train_round(fed, algorithm, torch.arange(fed.num_clients), round)
+            assert fed.training_paths == {mode}
+            uploads[mode] = (torch.stack([r.vector for r in results]), torch.tensor([r.loss for r in results]))
+        assert relative_difference(uploads["sequential"][0], uploads["batched"][0]) <= 1e-5
+        assert relative_difference(uploads["sequential"][1], uploads["batched"][1]) <= 1e-5
+        (sequential, _), (batched, _) = runs["sequential"], runs["batched"]
+        assert relative_difference(sequential.models, batched.models) <= 1e-5
+        if sequential.global_model is not None:
+            assert relative_difference(sequential.global_model, batched.global_model) <= 1e-5
+
+
+def test_the_schedule_is_the_sequential_loops_batches_and_unequal_clients_stop_early():
+    fed, _ = digits_federation("fedavg", "mclr", "batched")
+    config = TrainConfig(epochs=2, batch_size=16)
+    positions, samples, sizes = batch_schedule(fed, [0, 3], round=4, stream=1, config=config)
+    for row, client in enumerate([0, 3]):
+        order = generator(fed.seed, 4, client, 1)
+        expected = [batch.positions for _ in range(2) for batch in fed.batches(client, "train", order, 16)]
+        assert sizes[row].tolist()[: len(expected)] == [len(b) for b in expected]
+        assert (sizes[row, len(expected):] == 0).all(), "a client whose batches are used up takes no step"
+        for step, batch in enumerate(expected):
+            assert torch.equal(positions[row, step, : len(batch)], batch)
+            assert torch.equal(samples[row, step, : len(batch)], fed.train_indices[client][batch])
+
+
+def test_chunks_of_clients_give_the_same_models():
+    whole, algorithm = digits_federation("fedprox", "mclr", "batched")
+    chunked, _ = digits_federation("fedprox", "mclr", "batched")
+    chunked.client_chunk = 2
+    starts = whole.initial.expand(6, -1)
+    contexts = [algorithm.local_context(whole, k) for k in range(6)]
+    term = algorithm.loss_term(whole)
+    config = whole.train_config
+    a = train_batched(whole, list(range(6)), 1, starts, term, contexts, 0, config)
+    b = train_batched(chunked, list(range(6)), 1, starts, term, contexts, 0, config, client_chunk=2)
+    assert torch.allclose(torch.stack([r.vector for r in a]), torch.stack([r.vector for r in b]), atol=1e-6)
+
+
+def test_batched_runs_are_deterministic_and_resume_exactly(tmp_path):
+    def make_fed():
+        fed = make_federation(num_clients=4)
+        fed.local_training = "batched"
+        return fed
+
+    run = run_full_and_resumed(make_fed, lambda: build_algorithm("fedprox", mu=0.1), tmp_path / "checkpoint.pt")
+    assert (run.full["local_training"] == "batched").all()
+    again = run_rounds(make_fed(), build_algorithm("fedprox", mu=0.1), Schedule(3), progress=False)
+    metrics = ["accuracy", "loss", "train_loss"]
+    assert run.full[metrics].equals(again[metrics]), "two batched runs are identical"
+    assert run.full[metrics].equals(run.resumed[metrics]), "a resumed batched run is the uninterrupted one"
+
+
+def test_records_say_which_path_ran():
+    records = {}
+    for mode in ("sequential", "batched"):
+        fed = make_federation(num_clients=4)
+        fed.local_training = mode
+        records[mode] = run_rounds(fed, build_algorithm("fedavg"), Schedule(2), progress=False)
+        assert (records[mode]["local_training"] == mode).all()
+    assert torch.allclose(torch.tensor(records["sequential"]["loss"].values),
+                          torch.tensor(records["batched"]["loss"].values), rtol=1e-5)
+
+
+def test_a_method_with_its_own_client_step_trains_sequentially_and_says_so():
+    fed = make_federation(num_clients=4)  # "auto"
+    records = run_rounds(fed, build_algorithm("scaffold"), Schedule(1), progress=False)
+    assert (records["local_training"] == "sequential").all()
+
+
+def test_moon_with_clients_of_different_histories_falls_back_for_that_round():
+    fed = make_federation(num_clients=4)
+    fed.local_training = "auto"
+    records = run_rounds(fed, build_algorithm("moon"), Schedule(3, clients_per_round=2), progress=False)
+    paths = records.groupby("round")["local_training"].first().tolist()
+    assert paths[0] == "batched", "round 1: no client has a history, the contexts stack"
+    assert "sequential" in paths, "a round whose clients hold 0 and 1 previous models cannot stack them"
+
+
+class NormalisedNet(FeatureModel):
+    """A small model with BatchNorm statistics (buffers), which batched training cannot carry."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden, self.norm, self.classifier = nn.Linear(32, 8), nn.BatchNorm1d(8), nn.Linear(8, 3)
+        self.feature_dim = 8
+
+    def features(self, x):
+        return self.norm(self.hidden(x.flatten(1)))
+
+    def head(self, h):
+        return self.classifier(h)
+
+
+def test_obstacles_to_batching_are_named():
+    fed = make_federation(num_clients=4)
+    assert batching_obstacle(fed, fed.train_config, [{}, {}]) is None
+    assert slower_than_sequential(fed, [0]) == "a single client trains"
+    assert batching_obstacle(fed, TrainConfig(optimizer="adam"), [{}, {}]).startswith("optimizer='adam'")
+    assert "persistent" in batching_obstacle(fed, TrainConfig(optimizer_state="persistent"), [{}, {}])
+    assert "differ in shape" in batching_obstacle(fed, fed.train_config, [{"a": torch.zeros(2)}, {"a": torch.zeros(3)}])
+
+
+def test_a_model_with_batchnorm_falls_back_to_the_sequential_loop():
+    reference = make_federation(num_clients=4)
+    fed = Federation(reference.x, reference.y, reference.train_indices, reference.test_indices, NormalisedNet(),
+                     ClassificationTask(), TrainConfig(batch_size=8, lr=0.1))
+    assert "has buffers" in batching_obstacle(fed, fed.train_config, [{}] * 4)
+    fed.local_training = "batched"
+    with pytest.raises(ValueError, match="local_training='batched' cannot apply: .*has buffers"):
+        fed.train_clients([0, 1], 1, fed.initial.expand(2, -1))
+    fed.local_training = "auto"
+    records = run_rounds(fed, build_algorithm("fedavg"), Schedule(1), progress=False)
+    assert (records["local_training"] == "sequential").all()
+
+
+def test_auto_keeps_convolutions_sequential_on_a_cpu_but_batched_can_be_asked_for():
+    fed, algorithm = digits_federation("fedavg", "simple_cnn", "auto")
+    assert "grouped convolutions" in slower_than_sequential(fed, [0, 1])
+    fed.training_paths.clear()
+    train_round(fed, algorithm, torch.arange(fed.num_clients), 1)
+    assert fed.training_paths == {"sequential"}
+
+
+def test_an_unknown_local_training_mode_is_refused():
+    fed = make_federation(num_clients=2)
+    fed.local_training = "vectorised"
+    with pytest.raises(ValueError, match="unknown local_training 'vectorised'; choose one of"):
+        fed.train_clients([0, 1], 1, fed.initial.expand(2, -1))

@@ -69,11 +69,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument("--models", nargs="+", default=["mclr", "simple_cnn"], choices=["mclr", "simple_cnn"])
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     speedups = {}
-    for model in ("mclr", "simple_cnn"):
+    for model in args.models:
         config = RunConfig(dataset="mnist", num_clients=args.clients, model=model,
                            partition_options={"shards_per_client": args.shards}, batch_size=32, lr=0.01)
         fed = build_federation(config, args.data_root, args.device)
@@ -87,7 +88,7 @@ def main() -> None:
             floor = flops / matmul_throughput(fed.num_clients, fed.device)
             print(f"  arithmetic floor: {flops / 1e9:.2f} GFLOP at the batched matmul's "
                   f"{flops / floor / 1e9:.1f} GFLOP/s = {floor:.3f} s; batched round = {batched / floor:.1f}× the floor")
-    print(f"speedup_mclr={speedups['mclr']:.2f} speedup_cnn={speedups['simple_cnn']:.2f}")
+    print(" ".join(f"speedup_{'cnn' if model == 'simple_cnn' else model}={speedup:.2f}" for model, speedup in speedups.items()))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from conftest import make_federation, run_full_and_resumed
 #: every method that opts in, with options that fit six clients
 BATCHABLE = {
     "fedavg": {}, "fedprox": {"mu": 0.1}, "local": {}, "ditto": {}, "fedu": {}, "sfl": {}, "fedska": {"k": 3},
-    "moon": {}, "pfedgraph": {}, "fedamp": {}, "pdca": {},
+    "moon": {}, "pfedgraph": {}, "fedamp": {}, "pdca": {}, "ifca": {}, "cfl": {},
 }
 
 

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from gflkit.algorithms.base import Algorithm, weighted_mean
-from gflkit.federation import Federation, LocalResult
+from gflkit.federation import Federation
 from gflkit.seeding import MODEL_INIT, derive_seed
 from gflkit.state import FlatModule
 
@@ -71,6 +71,7 @@ class IFCA(Algorithm):
     """
 
     name = "ifca"
+    batchable = True
     Params = IFCAParams
 
     def __init__(self, **options: Any):
@@ -100,10 +101,11 @@ class IFCA(Algorithm):
         losses = [fed.client_metrics(client, model, "train")["loss"] for model in self.cluster_models]
         return int(torch.tensor(losses).argmin())
 
-    def client_update(self, fed: Federation, client: int, round: int) -> LocalResult:
+    def configure(self, fed: Federation, client: int) -> Tensor:
+        """The model of the cluster ``client`` chooses this round (the choice is recorded in ``assignments``)."""
         cluster = self.choose_cluster(fed, client)
         self.assignments[client] = cluster
-        return fed.train(client, round, self.cluster_models[cluster])
+        return self.cluster_models[cluster]
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         fed.models[clients] = updates

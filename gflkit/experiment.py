@@ -284,7 +284,8 @@ def build_federation(
 def _build_federation(config: RunConfig, data_root: str | Path | None, device: str | torch.device) -> Federation:
     if config.is_graph:
         return build_graph_federation(config, data_root, device)
-    data = _cached_dataset(config.dataset, None if data_root is None else str(data_root), tuple(sorted(config.data_options.items())))
+    options = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.data_options.items()))
+    data = _cached_dataset(config.dataset, None if data_root is None else str(data_root), options)  # hashable
     split = client_split(data, config)
     torch.manual_seed(derive_seed(config.seed, MODEL_INIT))
     model = build_model(config.model, data.input_shape, data.num_classes, **config.model_options)

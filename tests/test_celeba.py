@@ -148,11 +148,24 @@ def test_scale_resample_and_options(tmp_path):
             load_dataset("celeba", root, size=64)
     assert torch.allclose(unit.x, leaf.x / 255) and float(unit.x.max()) <= 1.0
     assert unit.info["scale"] != leaf.info["scale"]
+    with registered(spec):
+        oracle = load_dataset("celeba", root, scale="unit", domain_channel=("Attractive", "Wavy_Hair"))
+    codes = celeba.domain_ids(unit.info["attributes"], unit.info["attribute_names"], ["Attractive", "Wavy_Hair"])
+    assert torch.equal(oracle.x[:, :3], unit.x) and oracle.input_shape == (4, 84, 84)
+    assert torch.equal(oracle.x[:, 3], codes.float().view(-1, 1, 1).expand(-1, 84, 84))
     folder = root / "celeba" / "raw" / celeba.ORIGINAL_DIR
     with Image.open(folder / EXPECTED_IMAGES[0]) as image:
         near = np.asarray(image.resize((84, 84), Image.Resampling.NEAREST).convert("RGB")).transpose(2, 0, 1)
     assert torch.equal(nearest.x[0], torch.from_numpy(near.astype(np.float32)))
     assert not torch.equal(nearest.x, leaf.x) and nearest.info["resample"] == "nearest"
+
+
+def test_domain_channel_codes_the_chosen_attributes():
+    names = ["Attractive", "Smiling", "Wavy_Hair"]
+    attributes = torch.tensor([[1, 0, 0], [0, 1, 1], [1, 1, 1], [0, 0, 0]], dtype=torch.bool)
+    assert celeba.domain_ids(attributes, names, ["Attractive", "Wavy_Hair"]).tolist() == [1, 2, 3, 0]
+    with pytest.raises(ValueError, match="unknown attribute\\(s\\) \\['Bald'\\]"):
+        celeba.domain_ids(attributes, names, ["Bald"])
 
 
 def test_half_resolution_folder(tmp_path):

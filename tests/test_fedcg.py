@@ -12,7 +12,7 @@ from gflkit.engine import Schedule, run_rounds
 from gflkit.graphs.adjacency import inverse_distance_similarity, self_weighted
 from gflkit.graphs.domain_gcn import DomainGCN
 from gflkit.models import build_model
-from gflkit.models.fedcg import DomainConv2d, initial_adjacency
+from gflkit.models.fedcg import DomainConv2d, initial_adjacency, inverse_hamming_similarity
 from gflkit.training import TrainConfig
 
 from conftest import make_federation, run_full_and_resumed
@@ -70,6 +70,36 @@ def test_residual_convolution_is_eq4():
     layer.domain_weights = None
     with pytest.raises(RuntimeError, match="domain_weights"):
         layer(z)
+
+
+def test_hamming_adjacency_weights_domains_by_their_attribute_codes():
+    # codes 00, 01, 10, 11: Hamming distances 1, 1, 2 from domain 0 → similarities 1, 1, 1/2
+    h = inverse_hamming_similarity(4)
+    assert torch.allclose(h[0], torch.tensor([0.0, 1.0, 1.0, 0.5]))
+    assert torch.equal(h, h.T)
+    a = initial_adjacency(4, "hamming", beta=0.5)
+    assert torch.allclose(a[0], torch.tensor([0.5, 0.2, 0.2, 0.1]))
+    assert torch.allclose(a.sum(1), torch.ones(4))
+    with pytest.raises(ValueError, match="D = 2\\^n domains"):
+        initial_adjacency(3, "hamming")
+
+
+def test_oracle_domains_come_from_the_last_channel_in_training_and_test():
+    model = build_model("fedcg", (3, 4, 4), 3, base="simple_cnn", num_domains=4, domains="oracle", layers="all")
+    assert model.base.conv[0].agnostic.in_channels == 2, "the domain channel is not an image channel"
+    x = torch.randn(5, 2, 4, 4)
+    ids = torch.tensor([0, 3, 1, 1, 2])
+    batch = torch.cat([x, ids.float().view(-1, 1, 1, 1).expand(-1, 1, 4, 4)], dim=1)
+    for train in (True, False):
+        model.train(train)
+        model.features(batch)
+        assert all(torch.equal(layer.domain_weights, F.one_hot(ids, 4).float()) for layer in model.domain_layers)
+        assert model.auxiliary_loss() is None, "no domain classifier is trained on oracle domains"
+    batch[0, -1] = 7.0
+    with pytest.raises(ValueError, match="oracle domain ids must lie in 0..3"):
+        model.features(batch)
+    with pytest.raises(ValueError, match="unknown domains 'attributes'"):
+        build_model("fedcg", (3, 4, 4), 3, base="simple_cnn", domains="attributes")
 
 
 def test_training_uses_the_teachers_hard_domains_and_test_the_students_soft_ones():

@@ -34,11 +34,11 @@ def test_the_paper_profile_runs_the_papers_protocol():
 def test_an_override_holds_for_every_dataset_and_table4_rows_map_back():
     params = resolve_profile(fedcg.PROFILES, "ci", overrides={"rounds": 3})
     sections = fedcg.grids(params)
-    assert {c.rounds for c in sections["table5"] + sections["table4"]} == {3}
+    assert {c.rounds for c in sections["table5"] + sections["table4"] + sections["table3"]} == {3}
     assert [fedcg.run_label(c)["setting"] for c in sections["table4"]] == \
         [fedcg.table4_setting(*row) for row in params.sweep["table4"]]
     with pytest.raises(ValueError, match="unknown section"):
-        fedcg.grids(params, ["table3"])
+        fedcg.grids(params, ["table6"])
     with pytest.raises(ValueError, match="only FedCG"):
         fedcg.variant_config(params, "fedavg", "celeba", 0, num_domains=2)
 
@@ -52,3 +52,20 @@ def test_domains_against_attributes_and_writers():
     concentration = fedcg.writer_concentration(domains, users)
     assert concentration["mean share in own top domain"] == pytest.approx(2 / 3)
     assert concentration["largest domain's overall share"] == 0.5
+
+
+def test_table3_runs_the_oracle_domains_with_a_fixed_adjacency():
+    params = resolve_profile(fedcg.PROFILES, "paper")
+    configs = fedcg.grids(params, ["table3"])["table3"]
+    assert [fedcg.run_label(c)["setting"] for c in configs] == list(fedcg.TABLE3)
+    for config in configs:
+        assert config.dataset == "celeba" and config.method_options["adjacency"] == "fixed"
+        assert config.data_options["domain_channel"] == list(fedcg.DOMAIN_ATTRIBUTES[:5])
+        assert config.model_options["domains"] == "oracle" and config.model_options["num_domains"] == 32
+        assert fedcg.run_label(config)["variant"] == "table3"
+    rows = {fedcg.run_label(c)["setting"]: c.model_options for c in configs}
+    assert rows["gcn_H"]["adjacency_init"] == "hamming" and not rows["gcn_H"]["residual"]
+    assert rows["fedcg_U_W_relu"]["activation"] == "relu" and rows["fedcg_U_W_relu"]["residual"]
+    assert not fedcg.grids(resolve_profile(fedcg.PROFILES, "smoke"), ["table3"])["table3"], "digits have no attributes"
+    with pytest.raises(ValueError, match="unknown Table 3 row"):
+        fedcg.table3_config(params, "gcn_X", 0)

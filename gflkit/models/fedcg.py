@@ -53,20 +53,36 @@ from gflkit.models.domain_classifier import DomainClassifier
 DOMAIN_LAYERS = ("last", "all")
 PSEUDO_LABELS = ("centred", "argmax")
 TEST_DOMAINS = ("soft", "hard")
-ADJACENCY_INITS = ("eye", "uniform", "random")
+ADJACENCY_INITS = ("eye", "uniform", "random", "hamming")
+DOMAIN_SOURCES = ("classifier", "oracle")
 
 
 def initial_adjacency(num_domains: int, kind: str, generator: torch.Generator | None = None,
                       beta: float = 0.5) -> Tensor:
-    """``A`` before any domain parameters are compared: identity, uniform (Eq. 6 with equal similarities)
-    or random (Eq. 6 with uniform random similarities)."""
+    """``A`` before any domain parameters are compared: identity, uniform (Eq. 6 with equal similarities),
+    random (Eq. 6 with uniform random similarities) or ``"hamming"`` (Table 3's H: Eq. 6 with the inverse
+    Hamming distance between the domains' binary codes, for oracle domains numbered as
+    :func:`~gflkit.data.loaders.celeba.domain_ids`; D must be a power of two)."""
     if kind not in ADJACENCY_INITS:
         raise ValueError(f"unknown adjacency_init {kind!r}; choose one of {list(ADJACENCY_INITS)}")
     if kind == "eye":
         return torch.eye(num_domains)
+    if kind == "hamming":
+        return self_weighted(inverse_hamming_similarity(num_domains), beta)
     similarity = torch.ones(num_domains, num_domains) if kind == "uniform" else \
         torch.rand(num_domains, num_domains, generator=generator)
     return self_weighted(similarity, beta)
+
+
+def inverse_hamming_similarity(num_domains: int) -> Tensor:
+    r""":math:`h_{ij} = 1 / \mathrm{Hamming}(i, j)` between the binary codes of domains ``0 .. D-1``
+    (``D = 2^n``; the diagonal, distance 0, is set to 0 and replaced by Eq. 6's :math:`\beta`)."""
+    bits = max(num_domains - 1, 1).bit_length()
+    if num_domains < 2 or num_domains != 2 ** bits:
+        raise ValueError(f"hamming adjacency needs D = 2^n domains (binary attribute codes), got {num_domains}")
+    codes = (torch.arange(num_domains).unsqueeze(1) >> torch.arange(bits)) & 1
+    distance = (codes.unsqueeze(1) != codes.unsqueeze(0)).sum(dim=2).float()
+    return torch.where(distance > 0, 1.0 / distance.clamp(min=1), torch.zeros(()))
 
 
 class DomainConv2d(nn.Module):
@@ -104,12 +120,16 @@ class DomainConv2d(nn.Module):
     def forward(self, z: Tensor) -> Tensor:
         if self.domain_weights is None or self.domain_weights.shape != (len(z), self.num_domains):
             raise RuntimeError("set domain_weights, one row of D weights per sample, before the forward pass")
-        conv, num_domains = self.agnostic, self.num_domains
-        params = self.domain_parameters()
-        weight = params[..., :-1].reshape(num_domains * conv.out_channels, conv.in_channels, *conv.kernel_size)
-        per_domain = F.conv2d(z, weight, params[..., -1].reshape(-1), conv.stride, conv.padding, conv.dilation)
-        per_domain = per_domain.view(len(z), num_domains, conv.out_channels, *per_domain.shape[-2:])
-        mixed = torch.einsum("nd,ndchw->nchw", self.domain_weights, per_domain)
+        conv, n = self.agnostic, len(z)
+        if n == 0:  # an empty batch (a client without samples in a split)
+            return conv(z)
+        # Σ_d w_d conv(z; θ_d) = conv(z; Σ_d w_d θ_d): one convolution per sample with its mixed filters
+        # (a grouped convolution over the batch), instead of D convolutions of every sample
+        params = torch.einsum("nd,dcf->ncf", self.domain_weights, self.domain_parameters())
+        weight = params[..., :-1].reshape(n * conv.out_channels, conv.in_channels, *conv.kernel_size)
+        mixed = F.conv2d(z.reshape(1, n * conv.in_channels, *z.shape[-2:]), weight, params[..., -1].reshape(-1),
+                         conv.stride, conv.padding, conv.dilation, groups=n)
+        mixed = mixed.view(n, conv.out_channels, *mixed.shape[-2:])
         return conv(z) + self.scale * mixed if self.residual else mixed
 
 
@@ -128,6 +148,10 @@ class FedCGNet(FeatureModel):
         test_domains: ``"soft"`` (student probabilities) or ``"hard"`` (their arg-max) at test time.
         student_weight: weight of the student's distillation loss (Eq. 3); see the module docstring.
         adjacency_init, beta: ``A`` before the server's first update (Eq. 6's self weight ``beta``).
+        domains: ``"classifier"`` (the teacher / student domains, Sec. 3.1) or ``"oracle"`` (Table 3: each
+            image's domain is given as the input's last, constant channel, e.g. CelebA's
+            ``domain_channel``; the model reads and removes it, in training and at test time, and the
+            domain classifiers are never used).
     """
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int, base: str = "leaf_celeba_cnn",
@@ -135,7 +159,7 @@ class FedCGNet(FeatureModel):
                  gcn_layers: int = 1, reduction: int = 1, projection: bool = True, activation: str = "relu",
                  residual: bool = True, lambda_init: float = 1.0, test_domains: str = "soft",
                  student_weight: float = 0.1, adjacency_init: str = "eye", beta: float = 0.5,
-                 pseudo_labels: str = "centred"):
+                 pseudo_labels: str = "centred", domains: str = "classifier"):
         super().__init__()
         from gflkit.models import build_model  # the registry imports this module
 
@@ -147,6 +171,11 @@ class FedCGNet(FeatureModel):
             raise ValueError(f"unknown pseudo_labels {pseudo_labels!r}; choose one of {list(PSEUDO_LABELS)}")
         if student_weight < 0:
             raise ValueError(f"student_weight must be >= 0, got {student_weight}")
+        if domains not in DOMAIN_SOURCES:
+            raise ValueError(f"unknown domains {domains!r}; choose one of {list(DOMAIN_SOURCES)}")
+        self.domains = domains
+        if domains == "oracle":  # the last channel is the domain, not an image channel
+            input_shape = (input_shape[0] - 1, *input_shape[1:])
         self.base = build_model(base, input_shape, num_classes, **(base_options or {}))
         if not isinstance(getattr(self.base, "conv", None), nn.Sequential):
             raise ValueError(f"base model {base!r} has no `conv` stack of convolutions to make domain-specific")
@@ -207,8 +236,20 @@ class FedCGNet(FeatureModel):
         self.teacher_center_batches.add_(1.0)
         return (scores - self.teacher_center).argmax(dim=1)
 
+    def oracle_domains(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """The image channels of a batch and the one-hot oracle domains its last channel holds."""
+        ids = x[:, -1, 0, 0].round().long()
+        if bool((ids < 0).any() or (ids >= self.num_domains).any()):
+            raise ValueError(f"oracle domain ids must lie in 0..{self.num_domains - 1} (num_domains), got "
+                             f"{sorted(set(ids.tolist()))[:8]}")
+        return x[:, :-1], F.one_hot(ids, self.num_domains).to(x.dtype)
+
     def features(self, x: Tensor) -> Tensor:
-        weights = self.domain_weights(x)
+        if self.domains == "oracle":
+            x, weights = self.oracle_domains(x)
+            self._student_loss = None
+        else:
+            weights = self.domain_weights(x)
         for layer in self.domain_layers:
             layer.domain_weights = weights
         return self.base.features(x)

@@ -18,9 +18,16 @@ clients train on all their images (CelebA) or their LEAF training samples (FEMNI
 [0, 1] (``scale="unit"``): FedCG's implementation is PyTorch, whose image pipelines scale so; LEAF's
 TensorFlow model feeds 0–255.
 
-**Not run** (stated in the notebook): Table 3's oracle attribute domains (they need per-sample domain
-labels as a model input, which the engine's clients do not pass yet), Table 4's K-means rows (clustering
-separately trained client models) and Table 3's domain-specific models.
+**Table 3's oracle domains.** Each CelebA image's domain is its code over the five attributes of Sec. 4.2.1
+(32 domains), handed to the network as a fourth, constant input channel (CelebA's ``domain_channel``)
+that FedCG's network reads and removes (``domains="oracle"``), in training and at test time. A is fixed
+(U: uniform, H: Eq. 6 with inverse Hamming distances, :func:`~gflkit.models.fedcg.initial_adjacency`);
+the domain layers are all convolutions (Table 4 introduces last-layer-only as a new test, so Table 3's
+model is read as the all-layer one — the paper does not say). "Domain-specific models" is approximated by
+identity A with domain convolutions only (no domain-agnostic part, no W): every domain has its own
+convolutions, but BatchNorm and the classifier stay shared, where the paper's models are fully separate.
+
+**Not run** (stated in the notebook): Table 4's K-means rows (the paper does not say what is clustered).
 """
 from __future__ import annotations
 
@@ -41,7 +48,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 FEDCG_VARIANT_MODEL = {"fedcg": {}, "fedcg_argmax": {"pseudo_labels": "argmax"}}
 LABELS = {"fedavg": "FedAvg", "fedcg": "FedCG", "fedcg_argmax": "FedCG (literal arg-max)", "fedprox": "FedProx",
           "scaffold": "SCAFFOLD"}
-SECTIONS = ("table5", "table4")
+SECTIONS = ("table5", "table4", "table3")
 #: the five attributes of the paper's oracle domains (Sec. 4.2.1), and the task's
 DOMAIN_ATTRIBUTES = ("Attractive", "Heavy_Makeup", "High_Cheekbones", "Mouth_Slightly_Open", "Wavy_Hair", "Smiling")
 
@@ -71,6 +78,18 @@ TABLE4 = (("all", "eye", 2, "hard"), ("all", "eye", 3, "hard"), ("all", "eye", 4
           ("last", "eye", 2, "soft"), ("last", "eye", 3, "soft"), ("last", "eye", 4, "soft"),
           ("last", "eye", 32, "soft"))
 
+#: Table 3 (oracle domains): row key (as in ``fedcg.csv``) → the FedCG network's options of that row.
+TABLE3: dict[str, dict[str, Any]] = {
+    "domain_models": dict(residual=False, adjacency_init="eye", projection=False, activation="none"),
+    **{f"gcn_{a}{'_W' if w else ''}": dict(residual=False, adjacency_init=init, projection=w, activation="none")
+       for w in (False, True) for a, init in (("U", "uniform"), ("H", "hamming"))},
+    **{f"fedcg_{a}_W{'_relu' if relu else ''}": dict(residual=True, adjacency_init=init, projection=True,
+                                                     activation="relu" if relu else "none")
+       for relu in (False, True) for a, init in (("U", "uniform"), ("H", "hamming"))},
+}
+#: what every Table 3 row shares: the 32 oracle attribute domains on every convolution, a fixed A
+ORACLE_MODEL = dict(domains="oracle", num_domains=2 ** 5, layers="all")
+
 BASE = dict(partition="natural", partition_options={}, test_ratio=None, local_epochs=1, lr=1e-3, momentum=0.0,
             optimizer="sgd", evaluate="server")
 
@@ -78,18 +97,20 @@ PROFILES = {
     # scikit-learn's digits (8 × 8), 20 IID clients, a small CNN, 6 rounds: the whole notebook in about a minute.
     "smoke": Profile("smoke", base=dict(BASE, **DATASETS["digits"]),
                      sweep={"datasets": ("digits",), "table5": tuple(VARIANTS),
-                            "table4": (("all", "eye", 2, "hard"), ("last", "eye", 2, "soft"), ("last", "eye", 4, "soft"))}),
+                            "table4": (("all", "eye", 2, "hard"), ("last", "eye", 2, "soft"), ("last", "eye", 4, "soft")),
+                            "table3": ()}),  # digits have no attributes
     # The offline CelebA celebrities for half the paper's rounds, FEMNIST's 105 writers for 20 of its 1,000
     # rounds, four rows of Table 4: the whole notebook in about 15 minutes on 2 cores.
     "ci": Profile("ci", base=dict(BASE, **DATASETS["celeba"]), required=("celeba", "femnist"),
                   sweep={"datasets": ("celeba", "femnist"), "table5": tuple(VARIANTS),
                          "table4": (("all", "eye", 4, "hard"), ("all", "random", 4, "hard"),
                                     ("last", "eye", 2, "soft"), ("last", "eye", 4, "soft")),
+                         "table3": ("domain_models", "gcn_U_W", "gcn_H_W", "fedcg_U_W_relu", "fedcg_H_W_relu"),
                          "celeba_rounds": (50,), "femnist_rounds": (20,)}),
     # The paper's schedule on every dataset (one seed: the paper reports one number per cell).
     "paper": Profile("paper", base=dict(BASE, **DATASETS["celeba"]), required=("celeba", "femnist"),
                      sweep={"datasets": ("celeba", "femnist"), "table5": tuple(VARIANTS), "table4": TABLE4,
-                            "femnist_rounds": (1000,)}),
+                            "table3": tuple(TABLE3), "femnist_rounds": (1000,)}),
 }
 
 _MISSING = object()
@@ -140,9 +161,28 @@ def table4_config(params: Profile, row: Sequence[Any], seed: int):
                           num_domains=domains, test_domains=test_domains)
 
 
+def table3_config(params: Profile, row: str, seed: int):
+    """Table 3's run ``row`` (a :data:`TABLE3` key): FedCG with the 32 oracle attribute domains on CelebA,
+    A fixed (the server does not recompute it)."""
+    if row not in TABLE3:
+        raise ValueError(f"unknown Table 3 row {row!r}; choose from {list(TABLE3)}")
+    fields = dataset_fields(params, "celeba")
+    fields["data_options"] = {**fields["data_options"], "domain_channel": list(DOMAIN_ATTRIBUTES[:5])}
+    fields["model"] = "fedcg"
+    fields["model_options"] = {**FEDCG_MODEL["celeba"], **ORACLE_MODEL, **TABLE3[row]}
+    return params.config(method="fedcg", method_options={"adjacency": "fixed"}, seed=seed, **fields)
+
+
+def table3_row(model_options: dict[str, Any]) -> str:
+    """The Table 3 row a FedCG network with oracle domains belongs to."""
+    return next(row for row, options in TABLE3.items()
+                if all(model_options.get(k) == v for k, v in options.items()))
+
+
 def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list]:
     """The run configs of each section (``gflkit precompute fedcg``): Table 5 (every variant on every dataset;
-    its FedAvg runs are Table 2's) and Table 4 (FedCG's clustering and layer ablation on CelebA)."""
+    its FedAvg runs are Table 2's), Table 4 (FedCG's clustering and layer ablation on CelebA) and Table 3
+    (oracle attribute domains on CelebA)."""
     chosen = list(sections or SECTIONS)
     unknown = sorted(set(chosen) - set(SECTIONS))
     if unknown:
@@ -151,6 +191,7 @@ def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any
         "table5": lambda: [variant_config(params, v, d, s) for d in params.sweep["datasets"] for s in params.seeds
                            for v in params.sweep["table5"]],
         "table4": lambda: [table4_config(params, row, s) for s in params.seeds for row in params.sweep["table4"]],
+        "table3": lambda: [table3_config(params, row, s) for s in params.seeds for row in params.sweep["table3"]],
     }
     return {section: makers[section]() for section in chosen}
 
@@ -223,11 +264,13 @@ def writer_concentration(domains: Any, users: Any) -> Any:
 
 def run_label(config: Any) -> dict[str, Any]:
     """Per-run columns of a grid (``run_grid(columns=...)``): the dataset, the table variant and, for FedCG,
-    its Table 4 setting."""
+    its Table 4 setting (Table 3's runs: variant ``table3``, setting the row)."""
     label = next(v for v, (method, _) in VARIANTS.items() if method == config.method)
     columns = {"dataset": config.dataset, "variant": label}
     if config.method == "fedcg":
         o = config.model_options
+        if o.get("domains") == "oracle":
+            return {**columns, "variant": "table3", "setting": table3_row(o)}
         if o.get("pseudo_labels") == "argmax":
             columns["variant"] = "fedcg_argmax"
         columns["setting"] = table4_setting(o["layers"], o.get("adjacency_init", "eye"), o["num_domains"],

@@ -67,6 +67,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from gflkit.data.dataset import SampleDataset
 from gflkit.data.registry import (
@@ -260,16 +261,30 @@ def _folder_fingerprint(folder: Path) -> str:
     return digest.hexdigest()
 
 
+def domain_ids(attributes: Tensor, names: Sequence[str], chosen: Sequence[str]) -> Tensor:
+    r"""Each image's oracle domain from binary attributes: :math:`\sum_i 2^i a_i` over the ``chosen``
+    attribute names in order (FedCG's 5 attributes give 32 domains, Sec. 4.2.1)."""
+    unknown = [name for name in chosen if name not in names]
+    if unknown:
+        raise ValueError(f"celeba: unknown attribute(s) {unknown} for domain_channel; CelebA has {list(names)}")
+    columns = attributes[:, [list(names).index(name) for name in chosen]].long()
+    return (columns * (2 ** torch.arange(len(chosen)))).sum(dim=1)
+
+
 def load_celeba(spec: DatasetSpec, root: Path, *, download: bool = True, images: str = "auto",
-                scale: str = "leaf", resample: str = "bicubic", **options: Any) -> SampleDataset:
+                scale: str = "leaf", resample: str = "bicubic", domain_channel: Sequence[str] = (),
+                **options: Any) -> SampleDataset:
     """LEAF CelebA: ``(N, 3, 84, 84)`` ``float32`` (0..255 as LEAF, or [0, 1] with ``scale="unit"``),
     smiling labels, one user per celebrity with at least 5 present images, ``is_test`` all False.
 
     Options: ``images`` (``"auto"``, ``"original"``, ``"half_resolution"``), ``scale`` (``"leaf"`` or
-    ``"unit"``), ``resample`` (``"bicubic"`` or ``"nearest"``). ``download`` has no effect: nothing of
-    CelebA can be downloaded from a single URL.
+    ``"unit"``), ``resample`` (``"bicubic"`` or ``"nearest"``), ``domain_channel`` (attribute names: a
+    fourth, constant channel holding each image's oracle domain, :func:`domain_ids`, which FedCG's network
+    with ``domains="oracle"`` reads and removes — how a per-image domain reaches the model through the
+    engine's ``(input, target)`` batches; FedCG's Table 3). ``download`` has no effect: nothing of CelebA
+    can be downloaded from a single URL.
     """
-    reject_options(spec, options, ("images", "scale", "resample"))
+    reject_options(spec, options, ("images", "scale", "resample", "domain_channel"))
     for option, value, allowed in (("images", images, ("auto", *IMAGE_FOLDERS)), ("scale", scale, SCALES),
                                    ("resample", resample, RESAMPLE)):
         if value not in allowed:
@@ -290,6 +305,9 @@ def load_celeba(spec: DatasetSpec, root: Path, *, download: bool = True, images:
     x = data["x"].to(torch.float32)
     if scale == "unit":
         x = x / 255.0
+    if domain_channel:
+        domains = domain_ids(data["attributes"], list(data["attribute_names"]), domain_channel)
+        x = torch.cat([x, domains.to(x.dtype).view(-1, 1, 1, 1).expand(-1, 1, *x.shape[2:])], dim=1)
     n = len(x)
     return SampleDataset(spec.name, x, data["y"], 2, torch.zeros(n, dtype=torch.bool), data["user"],
                          list(data["user_names"]),
@@ -297,7 +315,7 @@ def load_celeba(spec: DatasetSpec, root: Path, *, download: bool = True, images:
                                "attributes": data["attributes"], "attribute_names": list(data["attribute_names"]),
                                "image_names": list(data["image_names"]),
                                "scale": "0..255 (LEAF's values)" if scale == "leaf" else "[0, 1] (divided by 255)",
-                               "resample": resample})
+                               "resample": resample, "domain_channel": list(domain_channel)})
 
 
 SPEC = register(DatasetSpec(

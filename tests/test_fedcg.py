@@ -38,6 +38,16 @@ def test_eq6_adjacency_on_a_hand_computed_case():
         self_weighted(h, beta=1.5)
 
 
+def test_with_two_domains_eq6_merges_them():
+    # D = 2, β = 0.5: whatever the distance, A = [[.5, .5], [.5, .5]], so after the server's first update both
+    # domains get the same parameters σ(A V W) and FedCG with D = 2 has no domain-specific behaviour left
+    values = torch.randn(2, 3, 5)
+    a = self_weighted(inverse_distance_similarity(values.flatten(1)), beta=0.5)
+    assert torch.allclose(a, torch.full((2, 2), 0.5))
+    merged = DomainGCN(5)(values, a)
+    assert torch.allclose(merged[0], merged[1])
+
+
 def test_domain_gcn_propagates_then_projects():
     values = torch.randn(2, 3, 4)
     adjacency = torch.tensor([[0.5, 0.5], [0.25, 0.75]])

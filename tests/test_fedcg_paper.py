@@ -69,3 +69,10 @@ def test_table3_runs_the_oracle_domains_with_a_fixed_adjacency():
     assert not fedcg.grids(resolve_profile(fedcg.PROFILES, "smoke"), ["table3"])["table3"], "digits have no attributes"
     with pytest.raises(ValueError, match="unknown Table 3 row"):
         fedcg.table3_config(params, "gcn_X", 0)
+
+
+def test_label_given_domain_is_the_majority_label_accuracy():
+    domains = torch.tensor([0, 0, 0, 1, 1, 2])
+    labels = torch.tensor([1, 1, 0, 0, 0, 1])
+    assert fedcg.label_given_domain(domains, labels) == pytest.approx(100 * 5 / 6)
+    assert fedcg.label_given_domain(torch.zeros(4, dtype=torch.long), torch.tensor([0, 1, 0, 1])) == 50.0

@@ -248,6 +248,18 @@ def domains_against_attributes(domains: Any, attributes: Any, names: Sequence[st
     return pd.DataFrame(rows).set_index("domain")
 
 
+def label_given_domain(domains: Any, labels: Any) -> float:
+    """Accuracy (%) of predicting each image's label by the majority label of its domain: how much the
+    domains alone tell about the task (50 % for binary domains unrelated to a balanced label)."""
+    import torch
+
+    correct = 0
+    for d in domains.unique().tolist():
+        chosen = labels[domains == d]
+        correct += int(torch.bincount(chosen).max())
+    return 100.0 * correct / len(labels)
+
+
 def writer_concentration(domains: Any, users: Any) -> Any:
     """The mean over clients (writers, celebrities) of the share of a client's images in its most frequent
     domain, next to the largest domain's overall share (what that share is when domains ignore clients);

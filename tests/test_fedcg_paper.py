@@ -28,6 +28,8 @@ def test_the_paper_profile_runs_the_papers_protocol():
     model = runs[("femnist", "fedcg")].model_options
     assert (model["layers"], model["num_domains"], model["gcn_layers"], model["reduction"]) == ("last", 4, 2, 16)
     assert runs[("celeba", "fedcg_argmax")].model_options["pseudo_labels"] == "argmax"
+    assert runs[("celeba", "fedcg_student_lr")].model_options["student_weight"] == 1.0
+    assert runs[("celeba", "fedcg")].model_options.get("student_weight", 0.1) == 0.1, "the paper's 10⁻⁴ by default"
     assert all(c.momentum == 0 and c.optimizer == "sgd" and c.evaluate == "server" for c in runs.values())
 
 

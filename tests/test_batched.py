@@ -88,18 +88,19 @@ def test_chunks_of_clients_give_the_same_models():
     assert torch.allclose(torch.stack([r.vector for r in a]), torch.stack([r.vector for r in b]), atol=1e-6)
 
 
-def test_batched_runs_are_deterministic_and_resume_exactly(tmp_path):
+@pytest.mark.parametrize("mode", ["sequential", "batched"])
+def test_runs_are_deterministic_and_resume_exactly_on_both_paths(tmp_path, mode):
     def make_fed():
         fed = make_federation(num_clients=4)
-        fed.local_training = "batched"
+        fed.local_training = mode
         return fed
 
     run = run_full_and_resumed(make_fed, lambda: build_algorithm("fedprox", mu=0.1), tmp_path / "checkpoint.pt")
-    assert (run.full["local_training"] == "batched").all()
+    assert (run.full["local_training"] == mode).all()
     again = run_rounds(make_fed(), build_algorithm("fedprox", mu=0.1), Schedule(3), progress=False)
     metrics = ["accuracy", "loss", "train_loss"]
-    assert run.full[metrics].equals(again[metrics]), "two batched runs are identical"
-    assert run.full[metrics].equals(run.resumed[metrics]), "a resumed batched run is the uninterrupted one"
+    assert run.full[metrics].equals(again[metrics]), "two runs are identical"
+    assert run.full[metrics].equals(run.resumed[metrics]), "a resumed run is the uninterrupted one"
 
 
 def test_records_say_which_path_ran():

@@ -179,3 +179,15 @@ def test_an_unknown_local_training_mode_is_refused():
     fed.local_training = "vectorised"
     with pytest.raises(ValueError, match="unknown local_training 'vectorised'; choose one of"):
         fed.train_clients([0, 1], 1, fed.initial.expand(2, -1))
+
+
+def test_the_automatic_chunk_fits_the_memory_budget(monkeypatch):
+    import gflkit.batched as batched
+
+    fed = make_federation(num_clients=4)
+    per_client = 4 * 5 * fed.dim  # at least the row, its gradient, momentum and two temporaries
+    monkeypatch.setattr(batched, "CPU_MEMORY_BUDGET", 1)
+    assert batched.auto_client_chunk(fed, 8) == 1, "never less than one client"
+    monkeypatch.setattr(batched, "CPU_MEMORY_BUDGET", 10 * per_client)
+    assert 1 <= batched.auto_client_chunk(fed, 8) < 10, "activations count too"
+    assert batched.auto_client_chunk(fed, 1) >= batched.auto_client_chunk(fed, 64), "larger batches, fewer clients"

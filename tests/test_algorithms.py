@@ -30,7 +30,7 @@ def test_local_never_mixes_clients():
     solo = make_federation()
     for rnd in (1, 2):
         solo.models[1] = solo.train(1, rnd, solo.models[1]).vector
-    assert torch.equal(fed.models[1], solo.models[1])
+    assert torch.allclose(fed.models[1], solo.models[1], atol=1e-6)  # the round trains batched, solo sequentially
     assert fed.global_model is None
 
 

@@ -29,7 +29,7 @@ def test_with_lambda_zero_personal_models_are_separate_training_on_their_own_str
     solo = make_federation()
     for rnd in (1, 2):
         solo.models[2] = solo.train(2, rnd, solo.models[2], stream=1).vector
-    assert torch.equal(fed.models[2], solo.models[2])
+    assert torch.allclose(fed.models[2], solo.models[2], atol=1e-6)  # batched round vs sequential solo training
 
 
 def test_large_lambda_pulls_personal_models_onto_the_global_model():

@@ -80,7 +80,8 @@ def test_server_protocol_scores_the_global_model_and_local_the_fine_tuned_copy()
         fine_tuned = reference.client_metrics(k, trained[k], "test")
         assert records.loc[k, "accuracy"] == on_global["accuracy"]
         assert records.loc[k, "accuracy_local"] == fine_tuned["accuracy"]
-        assert records.loc[k, "loss_local"] == fine_tuned["loss"]
+        # the round trains its clients batched, the reference one by one: equal to float tolerance
+        assert records.loc[k, "loss_local"] == pytest.approx(fine_tuned["loss"], rel=1e-5)
     assert (records["loss"] != records["loss_local"]).all()
 
 

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from gflkit.federation import Federation, LocalResult
-from gflkit.training import LocalStep
+from gflkit.training import LocalStep, LossTerm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +101,7 @@ class Algorithm:
         e.g. the anchor a proximal term pulls towards."""
         return {}
 
-    def loss_term(self, fed: Federation):
+    def loss_term(self, fed: Federation) -> LossTerm | None:
         """:meth:`local_loss` bound to ``fed`` as a loss term of the local loop, or None without one."""
         return None if type(self).local_loss is Algorithm.local_loss else (lambda step: self.local_loss(fed, step))
 

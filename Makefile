@@ -40,6 +40,7 @@ lab:
 bench:
 	$(PY) benchmarks/round_overhead.py
 	$(PY) benchmarks/pdca_aggregation.py
+	$(PY) benchmarks/vectorised_clients.py
 
 clean:
 	rm -rf results .pytest_cache

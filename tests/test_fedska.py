@@ -66,15 +66,21 @@ def test_by_position_repeats_a_shorter_client_cyclically():
     assert stacked[:, 0, 0].tolist() == [0, 1, 2] and stacked[:, 1, 0].tolist() == [10, 11, 10]
 
 
-def test_feature_gradients_match_the_closed_form_of_a_linear_head():
+def test_feature_gradients_match_the_closed_form_of_each_clients_linear_head():
     fed = make_federation()
-    labels = fed.y[fed.train_indices[2]]
-    h = torch.rand(len(labels), fed.flat.module.feature_dim)
-    gradient = feature_gradients(fed, 2, h)
-    head = fed.flat.module.classifier
-    one_hot = torch.nn.functional.one_hot(labels, head.out_features).float()
-    expected = (torch.softmax(head(h), 1) - one_hot) @ head.weight / len(labels)  # d/dh_i of mean_i CE(W h_i + b, y_i)
-    assert torch.allclose(gradient, expected.detach(), atol=1e-6)
+    fed.models = fed.initial + 0.1 * torch.randn(fed.num_clients, fed.dim)  # every client its own head
+    fed.train_indices[1] = fed.train_indices[1][:-5]  # clients of unequal sizes are grouped by size
+    sizes = [len(idx) for idx in fed.train_indices]
+    structure = torch.rand(max(sizes), fed.num_clients, fed.flat.module.feature_dim)
+    gradients = feature_gradients(fed, structure, sizes)
+    for k, size in enumerate(sizes):
+        fed.flat.load(fed.models[k])
+        head = fed.flat.module.classifier
+        labels, h = fed.y[fed.train_indices[k]], structure[:size, k]
+        one_hot = torch.nn.functional.one_hot(labels, head.out_features).float()
+        expected = (torch.softmax(head(h), 1) - one_hot) @ head.weight / size  # d/dh_i of mean_i CE(W h_i + b, y_i)
+        assert torch.allclose(gradients[:size, k], expected.detach(), atol=1e-6)
+        assert (gradients[size:, k] == 0).all()
 
 
 def test_structure_loss_is_eq10_per_sample_by_hand():

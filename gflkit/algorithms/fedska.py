@@ -46,7 +46,7 @@ full-batch step (one round trip to the clients per step instead of one per minib
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -194,17 +194,41 @@ def by_position(per_client: list[Tensor]) -> Tensor:
     return torch.stack([rows[torch.arange(positions, device=rows.device) % len(rows)] for rows in per_client], dim=1)
 
 
-def feature_gradients(fed: Federation, client: int, structure: Tensor) -> Tensor:
-    r"""Client side, Eq. 8a per sample: :math:`\nabla_{h^{i}_{g,k}} l_k` for the client's ``N_k`` rows of
-    ``structure``, where :math:`l_k = \frac1{N_k}\sum_i \ell(\mathrm{head}_k(h^{i}_{g,k}), y^i_k)` is the task
-    loss of the client's own head predicting each training sample's label from its structure feature."""
-    fed.flat.load(fed.models[client])
-    model = fed.flat.module
-    model.eval()
-    h = structure.detach().requires_grad_(True)
-    loss = fed.task.loss(model.head(h), fed.y[fed.train_indices[client]])
-    (gradient,) = torch.autograd.grad(loss, h)
-    return gradient
+class HeadOf(torch.nn.Module):
+    """``h ↦ head(h)`` of a wrapped model, for :func:`torch.func.functional_call`."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.model.head(h)
+
+
+def feature_gradients(fed: Federation, structure: Tensor, sizes: Sequence[int]) -> Tensor:
+    r"""Client side, Eq. 8a per sample, every client at once: :math:`\nabla_{h^{i}_{g,k}} l_k` for the first
+    ``sizes[k]`` rows of ``structure[:, k]`` (``P × K × h``; zero below them), where
+    :math:`l_k = \frac1{N_k}\sum_i \ell(\mathrm{head}_k(h^{i}_{g,k}), y^i_k)` is the task loss of client
+    ``k``'s own head (its row of ``fed.models``, in eval mode) predicting each training sample's label from
+    its structure feature. Clients of equal ``N_k`` are one ``vmap`` over their model rows, so every loss
+    is the task's own mean over the client's true samples."""
+    head = HeadOf(fed.flat.module).eval()
+    entries = fed.layout.entries
+    structure = structure.detach()
+    gradients = torch.zeros_like(structure)
+
+    def loss(params: dict[str, Tensor], h: Tensor, y: Tensor) -> Tensor:
+        return fed.task.loss(torch.func.functional_call(head, params, (h,)), y)
+
+    per_client = torch.func.vmap(torch.func.grad(loss, argnums=1))
+    for size in sorted(set(sizes)):
+        clients = [k for k, n in enumerate(sizes) if n == size]
+        rows = fed.models[clients]
+        params = {f"model.{e.name}": rows[:, e.slice].view(len(clients), *e.shape) for e in entries}
+        labels = torch.stack([fed.y[fed.train_indices[k]] for k in clients])
+        features = structure[:size, clients].transpose(0, 1)
+        gradients[:size, clients] = per_client(params, features, labels).transpose(0, 1)
+    return gradients
 
 
 class FedSKA(FedAvg):
@@ -276,13 +300,8 @@ class FedSKA(FedAvg):
             self.server.learn_graph(self.client_features(), generator)
         sizes = [len(rows) for rows in self.representations]
 
-        def clients_return_gradients(structure: Tensor) -> Tensor:
-            gradients = torch.zeros_like(structure)
-            for k, size in enumerate(sizes):
-                gradients[:size, k] = feature_gradients(fed, k, structure[:size, k])
-            return gradients
-
-        structure = self.server.train_encoder(by_position(self.representations), clients_return_gradients)
+        structure = self.server.train_encoder(by_position(self.representations),
+                                              lambda structure: feature_gradients(fed, structure, sizes))
         self.structure = [structure[:size, k] for k, size in enumerate(sizes)]
 
     def evaluation_models(self, fed: Federation) -> Tensor:

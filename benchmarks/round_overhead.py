@@ -13,12 +13,12 @@ Runs a and b alternately ``--repeats`` times and prints medians; the last line i
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import torch
 
+from common import round_benchmark_parser, use_threads
 from gflkit.algorithms import build_algorithm
 from gflkit.engine import train_round
 from gflkit.experiment import RunConfig, build_federation
@@ -47,18 +47,11 @@ def federated_round(fed, repeat: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-root", default=None)
-    parser.add_argument("--clients", type=int, default=100)
-    parser.add_argument("--shards", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser = round_benchmark_parser(__doc__)
     parser.add_argument("--local-training", default="sequential", choices=["sequential", "batched", "auto"],
                         help="how the federated round trains its clients (default: the sequential reference loop)")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     config = RunConfig(dataset="mnist", num_clients=args.clients, partition_options={"shards_per_client": args.shards},
                        batch_size=32, lr=0.01)
     fed = build_federation(config, args.data_root, args.device, args.local_training)

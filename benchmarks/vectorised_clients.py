@@ -15,12 +15,12 @@ The last line is ``speedup_mclr=<x> speedup_cnn=<y>``. Needs MNIST under the dat
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import torch
 
+from common import round_benchmark_parser, use_threads
 from gflkit.algorithms import build_algorithm
 from gflkit.engine import train_round
 from gflkit.experiment import RunConfig, build_federation
@@ -62,17 +62,10 @@ def matmul_throughput(clients: int, device: torch.device, repeats: int = 20) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-root", default=None)
-    parser.add_argument("--clients", type=int, default=100)
-    parser.add_argument("--shards", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser = round_benchmark_parser(__doc__)
     parser.add_argument("--models", nargs="+", default=["mclr", "simple_cnn"], choices=["mclr", "simple_cnn"])
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     speedups = {}
     for model in args.models:
         config = RunConfig(dataset="mnist", num_clients=args.clients, model=model,

@@ -20,8 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def make_federation(num_clients: int = 4, per_client: int = 40, seed: int = 0, model: str = "mclr",
-                    model_options: dict | None = None) -> Federation:
-    """Clients whose labels depend linearly on 2×4×4 inputs, each client holding two classes."""
+                    model_options: dict | None = None, held_out: torch.Tensor | None = None) -> Federation:
+    """Clients whose labels depend linearly on 2×4×4 inputs, client ``k`` holding classes ``k % 3`` and
+    ``(k + 1) % 3``; ``held_out`` marks unseen test clients."""
     gen = torch.Generator().manual_seed(123)
     x = torch.randn(num_clients * per_client, 2, 4, 4, generator=gen)
     y = torch.zeros(len(x), dtype=torch.long)
@@ -34,7 +35,8 @@ def make_federation(num_clients: int = 4, per_client: int = 40, seed: int = 0, m
         test.append(idx[per_client * 3 // 4 :])
     torch.manual_seed(seed)
     net = build_model(model, (2, 4, 4), 3, **(model_options or {}))
-    return Federation(x, y, train, test, net, ClassificationTask(), TrainConfig(batch_size=8, lr=0.1), seed=seed)
+    return Federation(x, y, train, test, net, ClassificationTask(), TrainConfig(batch_size=8, lr=0.1), seed=seed,
+                      held_out=held_out)
 
 
 

@@ -144,6 +144,75 @@ def test_centred_pseudo_labels_split_what_the_literal_arg_max_puts_in_one_domain
         build_model("fedcg", (2, 4, 4), 3, **TINY, pseudo_labels="kmeans")
 
 
+def test_assigned_domains_train_the_student_on_the_clients_domain_and_none_switches_residuals_off():
+    model = build_model("fedcg", (2, 4, 4), 3, **TINY, domains="assigned")
+    x = torch.randn(6, 2, 4, 4)
+    model.train()
+    model.assigned_domain = 2
+    assert torch.equal(model.domain_weights(x), F.one_hot(torch.full((6,), 2), 3).float())
+    assert torch.allclose(model.auxiliary_loss(), 0.1 * F.cross_entropy(model.student(x), torch.full((6,), 2)))
+    model.assigned_domain = None
+    with_residuals_off = model(x)
+    assert model.auxiliary_loss() is None, "no domain, nothing for the student to learn"
+    with torch.no_grad():
+        model.domain_layers[0].scale.zero_()
+    model.assigned_domain = 0
+    assert torch.allclose(with_residuals_off, model(x)), "no domain = the domain-agnostic network alone"
+    model.eval()
+    assert torch.allclose(model.domain_weights(x), torch.softmax(model.student(x), 1)), "test: the student decides"
+    model.train()
+    model.assigned_domain = 3
+    with pytest.raises(ValueError, match="assigned_domain must lie in 0..2"):
+        model(x)
+
+
+def kmeans_federation(**options):
+    held_out = torch.tensor([False] * 6 + [True])
+    return make_federation(num_clients=7, model="fedcg", held_out=held_out,
+                           model_options={**TINY, "domains": "assigned", **options})
+
+
+def test_kmeans_clusters_separately_trained_clients_by_their_data():
+    # client k holds classes k % 3 and (k + 1) % 3: models trained apart group as {0, 3}, {1, 4}, {2, 5}
+    fed = kmeans_federation()
+    algorithm = build_algorithm("fedcg_kmeans", kmeans_epochs=5)
+    algorithm.setup(fed)
+    domains = algorithm.cluster_clients(fed)
+    assert domains[6] == -1, "a held-out client never trains: it has no cluster"
+    groups = {frozenset(torch.nonzero(domains == d).flatten().tolist()) for d in range(3)}
+    assert groups == {frozenset({0, 3}), frozenset({1, 4}), frozenset({2, 5})}
+
+
+def test_kmeans_clients_train_in_their_cluster_and_the_student_learns_it():
+    fed = kmeans_federation()
+    algorithm = build_algorithm("fedcg_kmeans", kmeans_epochs=2)
+    model = fed.flat.module
+    seen = []
+    model.domain_layers[0].register_forward_pre_hook(
+        lambda layer, args: seen.append((model.assigned_domain, layer.domain_weights.clone())) if model.training else None)
+    run_rounds(fed, algorithm, Schedule(1), progress=False)
+    domains = algorithm.client_domains
+    trained = [(d, w) for d, w in seen if d is not None]
+    assert len(seen) > len(trained) > 0, "K-means's separate models first (no domain), then the round"
+    assert all(torch.equal(w, F.one_hot(torch.full((len(w),), d), 3).float()) for d, w in trained)
+    assert {d for d, _ in trained} <= set(domains[:6].tolist())
+    assert torch.equal(algorithm.artifacts()["client_domains"], domains)
+    assert model.assigned_domain is None, "no domain is left assigned after the round"
+
+
+def test_kmeans_options_are_checked():
+    with pytest.raises(ValueError, match="domains='assigned'"):
+        run_rounds(fedcg_federation(), build_algorithm("fedcg_kmeans"), Schedule(1), progress=False)
+    with pytest.raises(ValueError, match="method='fedcg_kmeans'"):
+        run_rounds(kmeans_federation(), build_algorithm("fedcg"), Schedule(1), progress=False)
+    with pytest.raises(ValueError, match="cannot make 8 clusters"):
+        run_rounds(kmeans_federation(num_domains=8), build_algorithm("fedcg_kmeans"), Schedule(1), progress=False)
+    with pytest.raises(ValueError, match="kmeans_epochs must be >= 1"):
+        build_algorithm("fedcg_kmeans", kmeans_epochs=0)
+    with pytest.raises(ValueError, match="teacher_every"):
+        build_algorithm("fedcg_kmeans", teacher_every=0)
+
+
 def test_local_training_leaves_the_teacher_alone_and_trains_the_student_and_lambda():
     fed = fedcg_federation()
     trained = fed.train(0, 1, fed.initial).vector
@@ -197,14 +266,23 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path):
     assert run.full.equals(run.resumed)
 
 
-def test_fedcg_learns_digits_it_never_saw_and_trains_lambda():
+def test_kmeans_resume_reproduces_the_uninterrupted_run(tmp_path):
+    run = run_full_and_resumed(kmeans_federation, lambda: build_algorithm("fedcg_kmeans", kmeans_epochs=2),
+                               tmp_path / "checkpoint.pt")
+    assert run.full.equals(run.resumed)
+    assert torch.equal(run.full_algorithm.client_domains, run.resumed_algorithm.client_domains)
+
+
+@pytest.mark.parametrize("method, domains", [("fedcg", "classifier"), ("fedcg_kmeans", "assigned")])
+def test_fedcg_learns_digits_it_never_saw_and_trains_lambda(method, domains):
     from gflkit import metrics
     from gflkit.experiment import RunConfig, run, stored_artifacts
     from gflkit.results import ResultStore
 
-    config = RunConfig(dataset="digits", num_clients=10, partition="iid", held_out=0.2, method="fedcg",
+    config = RunConfig(dataset="digits", num_clients=10, partition="iid", held_out=0.2, method=method,
                        method_options={"teacher_every": 2}, model="fedcg",
-                       model_options={"base": "simple_cnn", "num_domains": 2}, rounds=8, batch_size=16, lr=0.3)
+                       model_options={"base": "simple_cnn", "num_domains": 2, "domains": domains}, rounds=8,
+                       batch_size=16, lr=0.3)
     with tempfile.TemporaryDirectory() as root:
         store = ResultStore(root)
         records = run(config, store=store, device="cpu", progress=False)
@@ -212,3 +290,5 @@ def test_fedcg_learns_digits_it_never_saw_and_trains_lambda():
     unseen = metrics.final_summary(metrics.held_out_rows(records))
     assert unseen["weighted_mean"].item() > 35, "held-out digits (chance: 10 %)"
     assert artifacts["lambda"].shape == (1,) and artifacts["lambda"].item() != 1.0, "λ was trained"
+    if method == "fedcg_kmeans":
+        assert artifacts["client_domains"].tolist().count(-1) == 2, "the two held-out clients have no cluster"

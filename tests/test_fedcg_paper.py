@@ -78,3 +78,24 @@ def test_label_given_domain_is_the_majority_label_accuracy():
     labels = torch.tensor([1, 1, 0, 0, 0, 1])
     assert fedcg.label_given_domain(domains, labels) == pytest.approx(100 * 5 / 6)
     assert fedcg.label_given_domain(torch.zeros(4, dtype=torch.long), torch.tensor([0, 1, 0, 1])) == 50.0
+
+
+def test_table4_kmeans_rows_assign_each_client_its_cluster_and_clf_rows_are_unchanged():
+    params = resolve_profile(fedcg.PROFILES, "paper")
+    configs = {fedcg.run_label(c)["setting"]: c for c in fedcg.grids(params, ["table4"])["table4"]}
+    kmeans = configs["all-eye-kmeans-3-hard"]
+    assert kmeans.method == "fedcg_kmeans" and kmeans.model_options["domains"] == "assigned"
+    assert kmeans.method_options["kmeans_epochs"] == 10
+    assert (kmeans.model_options["num_domains"], kmeans.model_options["test_domains"]) == (3, "hard")
+    clf = configs["all-eye-clf-3-hard"]
+    assert clf.method == "fedcg" and "domains" not in clf.model_options
+    assert clf.method_options == {"teacher_every": 10, "adjacency": "distance"}, "the classifier rows' runs stay as cached"
+    assert len(configs) == len(fedcg.TABLE4) == 16
+    with pytest.raises(ValueError, match="unknown Table 4 clusters"):
+        fedcg.table4_config(params, ("all", "eye", "spectral", 2, "hard"), 0)
+
+
+def test_cluster_summary_counts_clients_per_cluster_and_test_images_per_domain():
+    summary = fedcg.cluster_summary(torch.tensor([0, 2, -1, 2, 0, -1]), torch.tensor([2, 2, 2, 0]), 3)
+    assert summary == {"D": 3, "training clients per cluster": [2, 0, 2], "test images per domain": [1, 0, 3],
+                       "domains used at test": 2}

@@ -9,7 +9,7 @@ from gflkit.algorithms.ditto import Ditto
 from gflkit.algorithms.fedamp import FedAMP
 from gflkit.algorithms.fedatt import FedAtt
 from gflkit.algorithms.fedavg import FedAvg
-from gflkit.algorithms.fedcg import FedCG
+from gflkit.algorithms.fedcg import FedCG, FedCGKMeans
 from gflkit.algorithms.fedper import FedPer
 from gflkit.algorithms.fedprox import FedProx
 from gflkit.algorithms.fedpub import FedPub
@@ -29,7 +29,7 @@ from gflkit.algorithms.sfl import SFL
 
 ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
     Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA, CFL, FedAMP, PFedGraph, JGESR, TwoStep, MOON, FedVGAE,
-    GCFLPlus, FedSage, FedPub, FedAtt, FedPer, LGFedAvg, Scaffold, FedCG,
+    GCFLPlus, FedSage, FedPub, FedAtt, FedPer, LGFedAvg, Scaffold, FedCG, FedCGKMeans,
 )}
 
 
@@ -43,5 +43,5 @@ def build_algorithm(name: str, **options: Any) -> Algorithm:
 __all__ = [
     "Algorithm", "ALGORITHMS", "build_algorithm",
     "FedAvg", "FedProx", "Local", "Ditto", "IFCA", "FedU", "SFL", "FedSKA", "CFL", "FedAMP", "PFedGraph",
-    "JGESR", "TwoStep", "MOON", "FedVGAE", "GCFLPlus", "FedSage", "FedPub", "FedAtt", "FedPer", "LGFedAvg", "Scaffold", "FedCG",
+    "JGESR", "TwoStep", "MOON", "FedVGAE", "GCFLPlus", "FedSage", "FedPub", "FedAtt", "FedPer", "LGFedAvg", "Scaffold", "FedCG", "FedCGKMeans",
 ]

@@ -15,6 +15,17 @@ everything with FedAvg (Eq. 2). Then the server
    :math:`A_{ii} = \beta`, off-diagonal :math:`(1-\beta)\,h_{ij}/\sum_{d\ne i} h_{id}`; ``"fixed"`` keeps the
    model's initial ``A`` (identity, uniform or random: Table 4's "A init").
 
+**Table 4's K-means clusters** (method ``fedcg_kmeans``, with the network's ``domains="assigned"``). The
+paper applies K-means "to the parameters of the models trained separately on each client" and says no more.
+Our reading (:meth:`FedCGKMeans.cluster_clients`): before the first round every training client trains the
+network's domain-agnostic part alone (domain residuals off) from the common initial model for
+``kmeans_epochs`` local epochs (10, our choice), and K-means (scikit-learn, ``n_init=10``) with D clusters
+on the trained parameter vectors gives each training client one domain for all its images. In training the
+domain residuals of a client's images are its cluster's and the student learns the client's cluster in
+place of the teacher's pseudo-labels (Eq. 3); an unseen test client never trained, so it has no K-means
+cluster: the student assigns its images, as in the classifier rows (Table 4's K-means rows use hard
+test-time domains). Everything else — the GCN, Eq. 6, FedAvg — is the classifier rows'.
+
 The paper gives no value of :math:`T`; ``teacher_every = 10`` (ten updates of the teacher in the CelebA
 protocol's 100 rounds) is our choice. :math:`\beta` is the model's (0.5, the paper's). The student's
 learning rate of 10⁻⁴ against the network's 10⁻³ is a loss weight (:class:`~gflkit.models.fedcg.FedCGNet`),
@@ -24,13 +35,14 @@ the unseen test clients' images (``RunConfig.held_out``, :func:`gflkit.metrics.h
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from gflkit.algorithms.fedavg import FedAvg
-from gflkit.federation import Federation
+from gflkit.federation import Federation, LocalResult
 from gflkit.graphs.adjacency import inverse_distance_similarity, self_weighted
 from gflkit.models.fedcg import FedCGNet
 
@@ -52,6 +64,18 @@ class FedCGParams:
             raise ValueError(f"unknown fedcg adjacency {self.adjacency!r}; choose one of {list(ADJACENCIES)}")
 
 
+@dataclass(frozen=True)
+class FedCGKMeansParams(FedCGParams):
+    """FedCG's, and ``kmeans_epochs``: the local epochs of the separately trained models K-means clusters."""
+
+    kmeans_epochs: int = 10
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.kmeans_epochs < 1:
+            raise ValueError(f"fedcg_kmeans kmeans_epochs must be >= 1, got {self.kmeans_epochs}")
+
+
 class FedCG(FedAvg):
     """FedAvg of a FedCG network with the teacher refresh and Eq. 6's adjacency on the server."""
 
@@ -69,6 +93,9 @@ class FedCG(FedAvg):
             raise ValueError("fedcg weights the student's loss to give it its own SGD step size, which holds for "
                              f"plain SGD only; got optimizer {fed.train_config.optimizer!r} with momentum "
                              f"{fed.train_config.momentum}: use optimizer='sgd', momentum=0")
+        if self.model.domains == "assigned" and type(self) is FedCG:
+            raise ValueError("a FedCG network with domains='assigned' needs a method that assigns each client its "
+                             "domain: use method='fedcg_kmeans' (Table 4's K-means clusters)")
         self.fed = fed
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
@@ -86,9 +113,67 @@ class FedCG(FedAvg):
                     views[f"{prefix}.adjacency"].copy_(self_weighted(similarity, self.model.beta))
 
     def artifacts(self) -> dict[str, Tensor]:
-        """The final λ of every domain layer, its adjacency, and the global model (to re-run the student)."""
+        """The final λ of every domain layer, its adjacency, the global model (to re-run the student) and,
+        with K-means, every client's cluster (``-1``: held out)."""
         views = self.fed.layout.split(self.fed.global_model)
         prefixes = self.model.domain_layer_names()
         return {"lambda": torch.stack([views[f"{p}.scale"].detach().clone() for p in prefixes]).cpu(),
                 **{f"adjacency.{p}": views[f"{p}.adjacency"].detach().clone().cpu() for p in prefixes},
                 "global_model": self.fed.global_model.detach().clone().cpu()}
+
+
+class FedCGKMeans(FedCG):
+    """FedCG whose training domains are K-means clusters of separately trained client models (Table 4's
+    K-means rows; the reading is in the module docstring). Needs the network's ``domains="assigned"``."""
+
+    name = "fedcg_kmeans"
+    Params = FedCGKMeansParams
+
+    def setup(self, fed: Federation) -> None:
+        super().setup(fed)
+        if self.model.domains != "assigned":
+            raise ValueError("fedcg_kmeans assigns each client its cluster: build the network with "
+                             f"model_options domains='assigned' (got domains={self.model.domains!r})")
+        if len(fed.training_clients) < self.model.num_domains:
+            raise ValueError(f"K-means cannot make {self.model.num_domains} clusters (num_domains) of "
+                             f"{len(fed.training_clients)} training clients")
+        self.client_domains: Tensor | None = None
+
+    def cluster_clients(self, fed: Federation) -> Tensor:
+        """Every training client trains the domain-agnostic network alone from the initial model for
+        ``kmeans_epochs`` epochs (before round 1); K-means with D clusters of the trained parameters.
+        Returns each client's cluster (``-1`` for held-out clients)."""
+        from sklearn.cluster import KMeans
+
+        clients = fed.training_clients
+        config = replace(fed.train_config, epochs=self.params.kmeans_epochs)
+        parameters = fed.layout.parameter_mask(fed.device)
+        self.model.assigned_domain = None
+        trained = [fed.train_clients([k], 0, fed.initial.unsqueeze(0), config=config)[0].vector[parameters].cpu()
+                   for k in clients.tolist()]
+        clusters = KMeans(self.model.num_domains, n_init=10, random_state=fed.seed).fit_predict(
+            torch.stack(trained).double().numpy())
+        domains = torch.full((fed.num_clients,), -1, dtype=torch.long)
+        domains[clients] = torch.from_numpy(clusters).long()
+        return domains
+
+    def round_updates(self, fed: Federation, clients: Tensor, round: int) -> list[LocalResult]:
+        """FedAvg's client step, one client after the other, each in its cluster (clustering first)."""
+        if self.client_domains is None:
+            self.client_domains = self.cluster_clients(fed)
+        results = []
+        for k in clients.tolist():
+            self.model.assigned_domain = int(self.client_domains[k])
+            results += self.train_clients(fed, torch.tensor([k]), round)
+        self.model.assigned_domain = None
+        return results
+
+    def state_dict(self) -> dict[str, Any]:
+        return {} if self.client_domains is None else {"client_domains": self.client_domains}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.client_domains = state.get("client_domains")
+
+    def artifacts(self) -> dict[str, Tensor]:
+        """FedCG's, and every client's cluster (``-1``: held out)."""
+        return {**super().artifacts(), "client_domains": self.client_domains.clone()}

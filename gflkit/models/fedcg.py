@@ -38,6 +38,12 @@ convolution (identical copies would make Eq. 6's distances zero); BatchNorm laye
 the teacher is never trained (its parameters have no gradient; the server copies the student into it).
 Each domain convolution keeps its own adjacency ``A`` (a buffer the server recomputes, Eq. 6), which
 starts as ``adjacency_init``: ``"eye"``, ``"uniform"`` or ``"random"`` (Table 4's "A init").
+
+**Where the training domains come from** (``domains``): the teacher (``"classifier"``, Sec. 3.1); the
+image's oracle attribute code (``"oracle"``, Table 3); or the domain the method assigned to the client now
+training (``"assigned"``, :attr:`FedCGNet.assigned_domain`: Table 4's K-means rows, one cluster per
+client, :class:`~gflkit.algorithms.fedcg.FedCG`), which the student learns in place of the teacher's
+pseudo-labels — at test time it is the student that assigns an unseen client's images.
 """
 from __future__ import annotations
 
@@ -54,7 +60,7 @@ DOMAIN_LAYERS = ("last", "all")
 PSEUDO_LABELS = ("centred", "argmax")
 TEST_DOMAINS = ("soft", "hard")
 ADJACENCY_INITS = ("eye", "uniform", "random", "hamming")
-DOMAIN_SOURCES = ("classifier", "oracle")
+DOMAIN_SOURCES = ("classifier", "oracle", "assigned")
 
 
 def initial_adjacency(num_domains: int, kind: str, generator: torch.Generator | None = None,
@@ -151,7 +157,9 @@ class FedCGNet(FeatureModel):
         domains: ``"classifier"`` (the teacher / student domains, Sec. 3.1) or ``"oracle"`` (Table 3: each
             image's domain is given as the input's last, constant channel, e.g. CelebA's
             ``domain_channel``; the model reads and removes it, in training and at test time, and the
-            domain classifiers are never used).
+            domain classifiers are never used) or ``"assigned"`` (every training image of a client is in
+            the domain :attr:`assigned_domain` that the method sets before the client trains; ``None``: no
+            domain, the domain residuals are off and the network is its domain-agnostic part alone).
     """
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int, base: str = "leaf_celeba_cnn",
@@ -191,6 +199,8 @@ class FedCGNet(FeatureModel):
         self.register_buffer("teacher_center", torch.zeros(num_domains))
         self.register_buffer("teacher_center_batches", torch.zeros(()))
         self._student_loss: Tensor | None = None
+        #: the training domain of the client now training (``domains="assigned"``), None for none
+        self.assigned_domain: int | None = None
 
     def _replace_convolutions(self, layers: str, num_domains: int, gcn_layers: int, reduction: int,
                               projection: bool, activation: str, residual: bool, lambda_init: float,
@@ -208,10 +218,14 @@ class FedCGNet(FeatureModel):
         return replaced
 
     def domain_weights(self, x: Tensor) -> Tensor:
-        """The ``(n, D)`` domain weights of a batch (teacher's one-hot in training, the student's at test);
-        in training also records the student's distillation loss (Eq. 3)."""
+        """The ``(n, D)`` domain weights of a batch: in training the one-hot of the teacher's pseudo-labels (or
+        of the assigned domain; zeros without one), at test time the student's; in training also records
+        the student's distillation loss against those training domains (Eq. 3)."""
         if self.training:
-            pseudo = self.teacher_labels(x)
+            if self.domains == "assigned" and self.assigned_domain is None:  # the domain-agnostic network alone
+                self._student_loss = None
+                return x.new_zeros(len(x), self.num_domains)
+            pseudo = self.teacher_labels(x) if self.domains == "classifier" else self.assigned_labels(x)
             self._student_loss = self.student_weight * F.cross_entropy(self.student(x), pseudo)
             return F.one_hot(pseudo, self.num_domains).to(x.dtype)
         self._student_loss = None
@@ -235,6 +249,13 @@ class FedCGNet(FeatureModel):
         self.teacher_center.mul_(1.0 - rate).add_(rate * scores.mean(dim=0))
         self.teacher_center_batches.add_(1.0)
         return (scores - self.teacher_center).argmax(dim=1)
+
+    def assigned_labels(self, x: Tensor) -> Tensor:
+        """Every image of the batch in the client's :attr:`assigned_domain`."""
+        if not 0 <= self.assigned_domain < self.num_domains:
+            raise ValueError(f"assigned_domain must lie in 0..{self.num_domains - 1} (num_domains), got "
+                             f"{self.assigned_domain}")
+        return torch.full((len(x),), self.assigned_domain, dtype=torch.long, device=x.device)
 
     def oracle_domains(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """The image channels of a batch and the one-hot oracle domains its last channel holds."""

@@ -27,7 +27,9 @@ model is read as the all-layer one — the paper does not say). "Domain-specific
 identity A with domain convolutions only (no domain-agnostic part, no W): every domain has its own
 convolutions, but BatchNorm and the classifier stay shared, where the paper's models are fully separate.
 
-**Not run** (stated in the notebook): Table 4's K-means rows (the paper does not say what is clustered).
+**Table 4's K-means rows** cluster the training clients by models trained apart (before round 1) and give
+each client's images its cluster's domain; the student learns the clusters and assigns the unseen test
+clients' images (hard), see :mod:`gflkit.algorithms.fedcg` for the reading and what it adds to the paper.
 """
 from __future__ import annotations
 
@@ -74,12 +76,15 @@ FEDCG_MODEL: dict[str, dict[str, Any]] = {
                     reduction=16, pseudo_labels="centred"),
     "digits": dict(base="simple_cnn", num_domains=4, layers="last", gcn_layers=1, reduction=1, pseudo_labels="centred"),
 }
-#: Table 4's rows we can run: (FedCG layers, A init, D, test-time domains) → the model options they change.
-TABLE4 = (("all", "eye", 2, "hard"), ("all", "eye", 3, "hard"), ("all", "eye", 4, "hard"),
-          ("all", "random", 2, "hard"), ("all", "random", 3, "hard"), ("all", "random", 4, "hard"),
-          ("all", "eye", 2, "soft"), ("all", "eye", 3, "soft"), ("all", "eye", 4, "soft"),
-          ("last", "eye", 2, "soft"), ("last", "eye", 3, "soft"), ("last", "eye", 4, "soft"),
-          ("last", "eye", 32, "soft"))
+#: Table 4's rows: (FedCG layers, A init, clusters, D, test-time domains); clusters are the teacher /
+#: student classifier's (``"clf"``) or K-means of separately trained client models (``"kmeans"``).
+TABLE4 = (("all", "eye", "kmeans", 2, "hard"), ("all", "eye", "kmeans", 3, "hard"), ("all", "eye", "kmeans", 4, "hard"),
+          ("all", "eye", "clf", 2, "hard"), ("all", "eye", "clf", 3, "hard"), ("all", "eye", "clf", 4, "hard"),
+          ("all", "random", "clf", 2, "hard"), ("all", "random", "clf", 3, "hard"), ("all", "random", "clf", 4, "hard"),
+          ("all", "eye", "clf", 2, "soft"), ("all", "eye", "clf", 3, "soft"), ("all", "eye", "clf", 4, "soft"),
+          ("last", "eye", "clf", 2, "soft"), ("last", "eye", "clf", 3, "soft"), ("last", "eye", "clf", 4, "soft"),
+          ("last", "eye", "clf", 32, "soft"))
+CLUSTERS = ("clf", "kmeans")
 
 #: Table 3 (oracle domains): row key (as in ``fedcg.csv``) → the FedCG network's options of that row.
 TABLE3: dict[str, dict[str, Any]] = {
@@ -100,14 +105,16 @@ PROFILES = {
     # scikit-learn's digits (8 × 8), 20 IID clients, a small CNN, 6 rounds: the whole notebook in about a minute.
     "smoke": Profile("smoke", base=dict(BASE, **DATASETS["digits"]),
                      sweep={"datasets": ("digits",), "table5": tuple(VARIANTS),
-                            "table4": (("all", "eye", 2, "hard"), ("last", "eye", 2, "soft"), ("last", "eye", 4, "soft")),
+                            "table4": (("all", "eye", "kmeans", 2, "hard"), ("all", "eye", "clf", 2, "hard"),
+                                       ("last", "eye", "clf", 2, "soft"), ("last", "eye", "clf", 4, "soft")),
                             "table3": ()}),  # digits have no attributes
     # The offline CelebA celebrities for half the paper's rounds, FEMNIST's 105 writers for 20 of its 1,000
     # rounds, four rows of Table 4: the whole notebook in about 15 minutes on 2 cores.
     "ci": Profile("ci", base=dict(BASE, **DATASETS["celeba"]), required=("celeba", "femnist"),
                   sweep={"datasets": ("celeba", "femnist"), "table5": tuple(VARIANTS),
-                         "table4": (("all", "eye", 4, "hard"), ("all", "random", 4, "hard"),
-                                    ("last", "eye", 2, "soft"), ("last", "eye", 4, "soft")),
+                         "table4": (("all", "eye", "kmeans", 4, "hard"), ("all", "eye", "clf", 4, "hard"),
+                                    ("all", "random", "clf", 4, "hard"), ("last", "eye", "clf", 2, "soft"),
+                                    ("last", "eye", "clf", 4, "soft")),
                          "table3": ("domain_models", "gcn_U_W", "gcn_H_W", "fedcg_U_W_relu", "fedcg_H_W_relu"),
                          "celeba_rounds": (50,), "femnist_rounds": (20,)}),
     # The paper's schedule on every dataset (one seed: the paper reports one number per cell).
@@ -152,16 +159,21 @@ def variant_config(params: Profile, label: str, dataset: str, seed: int, **model
     return params.config(method=method, method_options=dict(options), seed=seed, **fields)
 
 
-def table4_setting(layers: str, init: str, domains: int, test_domains: str) -> str:
-    """A Table 4 row's key, as in ``fedcg.csv``: ``<layers>-<A init>-clf-<D>-<soft|hard>``."""
-    return f"{layers}-{init}-clf-{domains}-{test_domains}"
+def table4_setting(layers: str, init: str, clusters: str, domains: int, test_domains: str) -> str:
+    """A Table 4 row's key, as in ``fedcg.csv``: ``<layers>-<A init>-<clf|kmeans>-<D>-<soft|hard>``."""
+    return f"{layers}-{init}-{clusters}-{domains}-{test_domains}"
 
 
 def table4_config(params: Profile, row: Sequence[Any], seed: int):
-    """Table 4's FedCG run ``row`` = (layers, A init, D, test-time domains) on CelebA (the profile's first dataset)."""
-    layers, init, domains, test_domains = row
-    return variant_config(params, "fedcg", params.sweep["datasets"][0], seed, layers=layers, adjacency_init=init,
-                          num_domains=domains, test_domains=test_domains)
+    """Table 4's FedCG run ``row`` = (layers, A init, clusters, D, test-time domains) on CelebA (the profile's
+    first dataset); K-means rows run ``fedcg_kmeans``, which assigns each client its cluster (``domains="assigned"``)."""
+    layers, init, clusters, domains, test_domains = row
+    if clusters not in CLUSTERS:
+        raise ValueError(f"unknown Table 4 clusters {clusters!r}; choose from {list(CLUSTERS)}")
+    kmeans = {"domains": "assigned"} if clusters == "kmeans" else {}
+    config = variant_config(params, "fedcg", params.sweep["datasets"][0], seed, layers=layers, adjacency_init=init,
+                            num_domains=domains, test_domains=test_domains, **kmeans)
+    return config.replace(method="fedcg_kmeans", method_options={}) if kmeans else config
 
 
 def table3_config(params: Profile, row: str, seed: int):
@@ -263,6 +275,18 @@ def label_given_domain(domains: Any, labels: Any) -> float:
     return 100.0 * correct / len(labels)
 
 
+def cluster_summary(client_domains: Any, test_domains: Any, num_domains: int) -> dict[str, Any]:
+    """A K-means row's domains: training clients per K-means cluster (``client_domains``, ``-1`` = held out)
+    and the unseen test clients' images per domain the student gives them (``test_domains``). One
+    non-empty domain on the test side means the student learnt a constant and the row is FedAvg-like."""
+    import torch
+
+    clients = torch.bincount(client_domains[client_domains >= 0], minlength=num_domains)
+    images = torch.bincount(test_domains, minlength=num_domains)
+    return {"D": num_domains, "training clients per cluster": clients.tolist(),
+            "test images per domain": images.tolist(), "domains used at test": int((images > 0).sum())}
+
+
 def writer_concentration(domains: Any, users: Any) -> Any:
     """The mean over clients (writers, celebrities) of the share of a client's images in its most frequent
     domain, next to the largest domain's overall share (what that share is when domains ignore clients);
@@ -280,14 +304,16 @@ def writer_concentration(domains: Any, users: Any) -> Any:
 def run_label(config: Any) -> dict[str, Any]:
     """Per-run columns of a grid (``run_grid(columns=...)``): the dataset, the table variant and, for FedCG,
     its Table 4 setting (Table 3's runs: variant ``table3``, setting the row)."""
-    label = next(v for v, (method, _) in VARIANTS.items() if method == config.method)
+    method = "fedcg" if config.method == "fedcg_kmeans" else config.method
+    label = next(v for v, (name, _) in VARIANTS.items() if name == method)
     columns = {"dataset": config.dataset, "variant": label}
-    if config.method == "fedcg":
+    if method == "fedcg":
         o = config.model_options
         if o.get("domains") == "oracle":
             return {**columns, "variant": "table3", "setting": table3_row(o)}
         columns["variant"] = next((variant for variant, changes in FEDCG_VARIANT_MODEL.items()
                                    if changes and all(o.get(k) == v for k, v in changes.items())), "fedcg")
-        columns["setting"] = table4_setting(o["layers"], o.get("adjacency_init", "eye"), o["num_domains"],
+        clusters = "kmeans" if o.get("domains") == "assigned" else "clf"
+        columns["setting"] = table4_setting(o["layers"], o.get("adjacency_init", "eye"), clusters, o["num_domains"],
                                             o.get("test_domains", "soft"))
     return columns

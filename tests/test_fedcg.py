@@ -186,16 +186,22 @@ def test_kmeans_clusters_separately_trained_clients_by_their_data():
 def test_kmeans_clients_train_in_their_cluster_and_the_student_learns_it():
     fed = kmeans_federation()
     algorithm = build_algorithm("fedcg_kmeans", kmeans_epochs=2)
-    model = fed.flat.module
-    seen = []
-    model.domain_layers[0].register_forward_pre_hook(
-        lambda layer, args: seen.append((model.assigned_domain, layer.domain_weights.clone())) if model.training else None)
-    run_rounds(fed, algorithm, Schedule(1), progress=False)
+    model, train = fed.flat.module, fed.train
+    trained = []  # (round, client, its training domain)
+
+    def recording_train(client, round, *args, **kwargs):
+        trained.append((round, client, model.assigned_domain))
+        return train(client, round, *args, **kwargs)
+
+    fed.train = recording_train
+    run_rounds(fed, algorithm, Schedule(2), progress=False)
     domains = algorithm.client_domains
-    trained = [(d, w) for d, w in seen if d is not None]
-    assert len(seen) > len(trained) > 0, "K-means's separate models first (no domain), then the round"
-    assert all(torch.equal(w, F.one_hot(torch.full((len(w),), d), 3).float()) for d, w in trained)
-    assert {d for d, _ in trained} <= set(domains[:6].tolist())
+    assert {(c, d) for r, c, d in trained if r == 0} == {(k, None) for k in range(6)}, \
+        "K-means's separate models first: every training client, no domain"
+    in_rounds = [(c, d) for r, c, d in trained if r > 0]
+    assert in_rounds and all(d == int(domains[c]) for c, d in in_rounds), "each client trains in its cluster"
+    student = fed.layout.split(fed.global_model)["student.linear.weight"]
+    assert not torch.equal(student, fed.layout.split(fed.initial)["student.linear.weight"]), "the student learned"
     assert torch.equal(algorithm.artifacts()["client_domains"], domains)
     assert model.assigned_domain is None, "no domain is left assigned after the round"
 
@@ -266,11 +272,19 @@ def test_resume_reproduces_the_uninterrupted_run(tmp_path):
     assert run.full.equals(run.resumed)
 
 
-def test_kmeans_resume_reproduces_the_uninterrupted_run(tmp_path):
+def test_kmeans_resume_reproduces_the_uninterrupted_run_without_clustering_again(tmp_path, monkeypatch):
+    from gflkit.algorithms.fedcg import FedCGKMeans
+
+    clusterings = []
+    cluster_clients = FedCGKMeans.cluster_clients
+    monkeypatch.setattr(FedCGKMeans, "cluster_clients",
+                        lambda self, fed: clusterings.append(self) or cluster_clients(self, fed))
     run = run_full_and_resumed(kmeans_federation, lambda: build_algorithm("fedcg_kmeans", kmeans_epochs=2),
                                tmp_path / "checkpoint.pt")
     assert run.full.equals(run.resumed)
     assert torch.equal(run.full_algorithm.client_domains, run.resumed_algorithm.client_domains)
+    assert run.resumed_algorithm not in clusterings, "the resumed run read its clusters from the checkpoint"
+    assert len(clusterings) == 2, "the full run and the interrupted one each clustered once"
 
 
 @pytest.mark.parametrize("method, domains", [("fedcg", "classifier"), ("fedcg_kmeans", "assigned")])

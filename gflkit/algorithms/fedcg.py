@@ -36,7 +36,7 @@ the unseen test clients' images (``RunConfig.held_out``, :func:`gflkit.metrics.h
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -82,20 +82,23 @@ class FedCG(FedAvg):
     name = "fedcg"
     Params = FedCGParams
     share = "all"
+    #: whether the method sets each client's training domain (a network with ``domains="assigned"``)
+    assigns_domains: ClassVar[bool] = False
 
     def setup(self, fed: Federation) -> None:
         super().setup(fed)
         self.model = fed.flat.module
         if not isinstance(self.model, FedCGNet):
-            raise ValueError(f"method 'fedcg' trains a FedCG network: use model='fedcg' (got "
+            raise ValueError(f"method {self.name!r} trains a FedCG network: use model='fedcg' (got "
                              f"{type(self.model).__name__})")
         if fed.train_config.optimizer != "sgd" or fed.train_config.momentum != 0:
-            raise ValueError("fedcg weights the student's loss to give it its own SGD step size, which holds for "
+            raise ValueError(f"{self.name} weights the student's loss to give it its own SGD step size, which holds for "
                              f"plain SGD only; got optimizer {fed.train_config.optimizer!r} with momentum "
                              f"{fed.train_config.momentum}: use optimizer='sgd', momentum=0")
-        if self.model.domains == "assigned" and type(self) is FedCG:
-            raise ValueError("a FedCG network with domains='assigned' needs a method that assigns each client its "
-                             "domain: use method='fedcg_kmeans' (Table 4's K-means clusters)")
+        if self.assigns_domains != (self.model.domains == "assigned"):
+            raise ValueError(f"method {self.name!r} with a FedCG network of domains={self.model.domains!r}: the "
+                             "network's domains='assigned' goes with a method that assigns each client its domain, "
+                             "method='fedcg_kmeans' (Table 4's K-means clusters), and only with it")
         self.fed = fed
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
@@ -113,8 +116,7 @@ class FedCG(FedAvg):
                     views[f"{prefix}.adjacency"].copy_(self_weighted(similarity, self.model.beta))
 
     def artifacts(self) -> dict[str, Tensor]:
-        """The final λ of every domain layer, its adjacency, the global model (to re-run the student) and,
-        with K-means, every client's cluster (``-1``: held out)."""
+        """The final λ of every domain layer, its adjacency and the global model (to re-run the student)."""
         views = self.fed.layout.split(self.fed.global_model)
         prefixes = self.model.domain_layer_names()
         return {"lambda": torch.stack([views[f"{p}.scale"].detach().clone() for p in prefixes]).cpu(),
@@ -128,12 +130,10 @@ class FedCGKMeans(FedCG):
 
     name = "fedcg_kmeans"
     Params = FedCGKMeansParams
+    assigns_domains = True
 
     def setup(self, fed: Federation) -> None:
         super().setup(fed)
-        if self.model.domains != "assigned":
-            raise ValueError("fedcg_kmeans assigns each client its cluster: build the network with "
-                             f"model_options domains='assigned' (got domains={self.model.domains!r})")
         if len(fed.training_clients) < self.model.num_domains:
             raise ValueError(f"K-means cannot make {self.model.num_domains} clusters (num_domains) of "
                              f"{len(fed.training_clients)} training clients")
@@ -141,18 +141,18 @@ class FedCGKMeans(FedCG):
 
     def cluster_clients(self, fed: Federation) -> Tensor:
         """Every training client trains the domain-agnostic network alone from the initial model for
-        ``kmeans_epochs`` epochs (before round 1); K-means with D clusters of the trained parameters.
-        Returns each client's cluster (``-1`` for held-out clients)."""
+        ``kmeans_epochs`` epochs, as round 0 (the engine's rounds start at 1, so its minibatch streams are
+        its own); K-means with D clusters of the trained parameters. Returns each client's cluster (``-1``
+        for held-out clients)."""
         from sklearn.cluster import KMeans
 
         clients = fed.training_clients
         config = replace(fed.train_config, epochs=self.params.kmeans_epochs)
         parameters = fed.layout.parameter_mask(fed.device)
         self.model.assigned_domain = None
-        trained = [fed.train_clients([k], 0, fed.initial.unsqueeze(0), config=config)[0].vector[parameters].cpu()
-                   for k in clients.tolist()]
-        clusters = KMeans(self.model.num_domains, n_init=10, random_state=fed.seed).fit_predict(
-            torch.stack(trained).double().numpy())
+        results = fed.train_clients(clients, 0, fed.initial.expand(len(clients), -1), config=config)
+        trained = torch.stack([result.vector[parameters] for result in results]).double().cpu()
+        clusters = KMeans(self.model.num_domains, n_init=10, random_state=fed.seed).fit_predict(trained.numpy())
         domains = torch.full((fed.num_clients,), -1, dtype=torch.long)
         domains[clients] = torch.from_numpy(clusters).long()
         return domains
@@ -162,18 +162,22 @@ class FedCGKMeans(FedCG):
         if self.client_domains is None:
             self.client_domains = self.cluster_clients(fed)
         results = []
-        for k in clients.tolist():
-            self.model.assigned_domain = int(self.client_domains[k])
-            results += self.train_clients(fed, torch.tensor([k]), round)
-        self.model.assigned_domain = None
+        try:
+            for k in clients.tolist():
+                self.model.assigned_domain = int(self.client_domains[k])
+                results += self.train_clients(fed, torch.tensor([k]), round)
+        finally:
+            self.model.assigned_domain = None
         return results
 
     def state_dict(self) -> dict[str, Any]:
         return {} if self.client_domains is None else {"client_domains": self.client_domains}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.client_domains = state.get("client_domains")
+        domains = state.get("client_domains")
+        self.client_domains = None if domains is None else domains.cpu()
 
     def artifacts(self) -> dict[str, Tensor]:
-        """FedCG's, and every client's cluster (``-1``: held out)."""
-        return {**super().artifacts(), "client_domains": self.client_domains.clone()}
+        """FedCG's, and every client's cluster (``-1``: held out) once the clients are clustered."""
+        clusters = {} if self.client_domains is None else {"client_domains": self.client_domains.clone()}
+        return {**super().artifacts(), **clusters}

@@ -42,7 +42,7 @@ starts as ``adjacency_init``: ``"eye"``, ``"uniform"`` or ``"random"`` (Table 4'
 **Where the training domains come from** (``domains``): the teacher (``"classifier"``, Sec. 3.1); the
 image's oracle attribute code (``"oracle"``, Table 3); or the domain the method assigned to the client now
 training (``"assigned"``, :attr:`FedCGNet.assigned_domain`: Table 4's K-means rows, one cluster per
-client, :class:`~gflkit.algorithms.fedcg.FedCG`), which the student learns in place of the teacher's
+client, :class:`~gflkit.algorithms.fedcg.FedCGKMeans`), which the student learns in place of the teacher's
 pseudo-labels — at test time it is the student that assigns an unseen client's images.
 """
 from __future__ import annotations

@@ -173,7 +173,7 @@ def table4_config(params: Profile, row: Sequence[Any], seed: int):
     kmeans = {"domains": "assigned"} if clusters == "kmeans" else {}
     config = variant_config(params, "fedcg", params.sweep["datasets"][0], seed, layers=layers, adjacency_init=init,
                             num_domains=domains, test_domains=test_domains, **kmeans)
-    return config.replace(method="fedcg_kmeans", method_options={}) if kmeans else config
+    return config.replace(method="fedcg_kmeans") if kmeans else config
 
 
 def table3_config(params: Profile, row: str, seed: int):

@@ -46,6 +46,16 @@ def test_control_variates_option_ii_and_the_server_step():
     assert torch.allclose(algorithm.server_control, algorithm.client_controls.sum(0) / 4, atol=1e-6)
 
 
+def test_the_server_control_averages_over_the_clients_that_train():
+    # two of six clients are unseen test clients: c is the mean of the four training clients' c_i
+    fed = make_federation(num_clients=6, held_out=torch.tensor([False, True, False, False, True, False]))
+    algorithm = build_algorithm("scaffold")
+    run_rounds(fed, algorithm, Schedule(3), progress=False)
+    assert not algorithm.client_controls[[1, 4]].any(), "held-out clients never train"
+    assert algorithm.client_controls.any(dim=1).sum() == 4
+    assert torch.allclose(algorithm.server_control, algorithm.client_controls.sum(0) / 4, atol=1e-6)
+
+
 def test_first_round_equals_fedavg_and_later_rounds_differ():
     scaffold = run_rounds(make_federation(), build_algorithm("scaffold"), Schedule(2), progress=False)
     fedavg = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(2), progress=False)

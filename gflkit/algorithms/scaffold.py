@@ -39,7 +39,9 @@ class Scaffold(FedAvg):
 
     .. math:: c_i^+ = c_i - c + \frac{1}{K_i \eta_l}(x - y_i).
 
-    The server averages the model and control updates of the sampled clients :math:`S` (of :math:`N`):
+    The server averages the model and control updates of the sampled clients :math:`S` (of the :math:`N`
+    clients that train: unseen test clients, ``RunConfig.held_out``, never do, and counting them would
+    shrink :math:`c` below the mean of the :math:`c_i`):
 
     .. math::
         x \leftarrow x + \frac{\eta_g}{|S|}\sum_{i \in S}(y_i - x), \qquad
@@ -72,6 +74,7 @@ class Scaffold(FedAvg):
         self.trainable = fed.layout.parameter_mask(fed.device)
         self.server_control = torch.zeros(fed.dim, device=fed.device)
         self.client_controls = torch.zeros(fed.num_clients, fed.dim, device=fed.device)
+        self.num_training = len(fed.training_clients)
 
     def local_context(self, fed: Federation, client: int) -> dict[str, Tensor]:
         return {"correction": self.server_control - self.client_controls[client]}
@@ -97,7 +100,7 @@ class Scaffold(FedAvg):
         step = torch.where(self.trainable, self.params.global_lr, 1.0)  # buffers (BatchNorm statistics): averaged
         fed.global_model = fed.global_model + step * (updates - fed.global_model).mean(dim=0)
         deltas = torch.stack([self._pending.pop(int(k)) for k in clients])
-        self.server_control = self.server_control + deltas.sum(dim=0) / fed.num_clients
+        self.server_control = self.server_control + deltas.sum(dim=0) / self.num_training
 
     def state_dict(self) -> dict[str, Any]:
         return {"server_control": self.server_control, "client_controls": self.client_controls}

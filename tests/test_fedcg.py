@@ -164,6 +164,8 @@ def test_assigned_domains_train_the_student_on_the_clients_domain_and_none_switc
     model.assigned_domain = 3
     with pytest.raises(ValueError, match="assigned_domain must lie in 0..2"):
         model(x)
+    with pytest.raises(ValueError, match="residual=False does not have"):
+        build_model("fedcg", (2, 4, 4), 3, **TINY, domains="assigned", residual=False)
 
 
 def kmeans_federation(**options):

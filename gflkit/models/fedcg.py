@@ -181,6 +181,9 @@ class FedCGNet(FeatureModel):
             raise ValueError(f"student_weight must be >= 0, got {student_weight}")
         if domains not in DOMAIN_SOURCES:
             raise ValueError(f"unknown domains {domains!r}; choose one of {list(DOMAIN_SOURCES)}")
+        if domains == "assigned" and not residual:
+            raise ValueError("domains='assigned' first trains the clients apart on the domain-agnostic network "
+                             "(no domain), which residual=False does not have: use residual=True")
         self.domains = domains
         if domains == "oracle":  # the last channel is the domain, not an image channel
             input_shape = (input_shape[0] - 1, *input_shape[1:])

@@ -1,7 +1,18 @@
+import hashlib
 import json
+import os
+import re
+import socket
+import warnings
+from pathlib import Path
+from typing import Callable, NamedTuple
 
+import numpy as np
 import pandas as pd
+import pytest
+import torch
 
+from gflkit.experiment import RunConfig, run, stored_artifacts, stored_key
 from gflkit.results import ResultStore, atomic_write_text, config_key
 
 
@@ -33,9 +44,6 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path):
 
 
 def test_artifacts_are_stored_beside_the_records(tmp_path):
-    import pytest
-    import torch
-
     store = ResultStore(tmp_path)
     config = {"method": "fedska", "seed": 1}
     with pytest.raises(FileNotFoundError, match="no finished run"):
@@ -72,7 +80,8 @@ def test_two_processes_on_one_results_folder_both_finish_with_identical_complete
     pd.testing.assert_frame_equal(first, second)
     assert first.groupby(["method", "seed"])["round"].max().eq(6).all() and len(first.groupby(["method", "seed"])) == 4
     runs = list((tmp_path / "runs").iterdir())
-    assert len(runs) == 4 and all(sorted(p.name for p in run.iterdir()) == ["config.json", "records.csv"] for run in runs)
+    assert len(runs) == 4 and all(sorted(p.name for p in run.iterdir()) == ["config.json", "manifest.json", "records.csv"]
+                              for run in runs)
 
 
 def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
@@ -88,3 +97,237 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
     with store.lock(config, poll=0.01):
         assert (store.folder(config) / "lock").read_text().endswith(f" {__import__('os').getpid()}")
     assert not (store.folder(config) / "lock").exists()
+
+
+# --- damaged runs are set aside and recomputed, never used (issue #25 §2) -------------------------------
+
+#: A run of a method that leaves artifacts (FedU's client graph), computed in well under a second.
+TINY = RunConfig(dataset="digits", num_clients=4, partition="iid", max_samples=300, rounds=2, batch_size=16, lr=0.05,
+                 method="fedu")
+
+
+class StoredRun(NamedTuple):
+    """A finished run in a store: the store, its stored key, its folder, the records :func:`run` returned,
+    those stored (without the columns :func:`run` adds) and its artifacts."""
+
+    store: ResultStore
+    key: dict
+    folder: Path
+    records: pd.DataFrame
+    stored: pd.DataFrame
+    artifacts: dict
+
+
+@pytest.fixture
+def stored_run(tmp_path) -> StoredRun:
+    store = ResultStore(tmp_path / "runs")
+    records = run(TINY, store=store, device="cpu", progress=False)
+    key = stored_key(TINY, "cpu")
+    return StoredRun(store, key, store.folder(key), records, records.drop(columns=["method", "seed", "evaluate"]),
+                     stored_artifacts(TINY, store, "cpu"))
+
+
+def count_computations(monkeypatch) -> list[int]:
+    """Count the runs that :func:`gflkit.experiment.run` computes from here on (one item each)."""
+    import gflkit.experiment as experiment
+
+    computed, original = [], experiment._compute
+    monkeypatch.setattr(experiment, "_compute", lambda *args: computed.append(1) or original(*args))
+    return computed
+
+
+def set_aside_folders(folder: Path) -> list[Path]:
+    """The folders a damaged run of ``folder`` was moved to."""
+    return sorted(folder.parent.glob(f"{folder.name}.damaged-*"))
+
+
+def cut_at_a_line_boundary(path: Path) -> None:
+    """Keep the first half of the lines: a shorter file that pandas parses without complaint."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[: len(lines) // 2]))
+    assert 0 < len(pd.read_csv(path)) < len(lines) - 1, "the cut file still parses as a (shorter) run"
+
+
+def garble(path: Path) -> None:
+    """Random bytes ending with a line break, as long as the file."""
+    path.write_bytes(np.random.default_rng(0).bytes(path.stat().st_size - 1) + b"\n")
+
+
+def empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def cut_in_half(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def edit_manifest(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    """A damage that rewrites the manifest at ``path`` with ``change`` applied to its fields."""
+    def spoil(path: Path) -> None:
+        manifest = json.loads(path.read_text())
+        change(manifest)
+        path.write_text(json.dumps(manifest))
+    return spoil
+
+
+DAMAGES: dict[str, tuple[str, Callable[[Path], None], str]] = {
+    "truncated records": ("records.csv", cut_at_a_line_boundary, "records.csv does not match manifest.json"),
+    "garbled records": ("records.csv", garble, "records.csv does not match manifest.json"),
+    "empty records": ("records.csv", empty, "records.csv does not match manifest.json"),
+    "manifest without records": ("records.csv", Path.unlink, "records.csv is missing"),
+    "damaged artifacts": ("artifacts.pt", cut_in_half, "artifacts.pt does not match manifest.json"),
+    "garbled manifest": ("manifest.json", garble, "manifest.json is unreadable"),
+    "manifest without its records' hash": ("manifest.json", edit_manifest(lambda m: m["sha256"].pop("records.csv")),
+                                           "manifest.json does not list records.csv"),
+    "manifest with another row count": ("manifest.json", edit_manifest(lambda m: m.update(rows=m["rows"] + 1)),
+                                        "records.csv holds 8 rows, manifest.json says 9"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_run_is_set_aside_with_a_warning_and_recomputed(stored_run, monkeypatch, damage):
+    name, spoil, fault = DAMAGES[damage]
+    spoil(stored_run.folder / name)
+    damaged = {p.name: p.read_bytes() for p in stored_run.folder.iterdir()}
+    computed = count_computations(monkeypatch)
+    with pytest.warns(RuntimeWarning, match=re.escape(f"stored run {stored_run.folder} is damaged: {fault}")):
+        records = run(TINY, store=stored_run.store, device="cpu", progress=False)
+    pd.testing.assert_frame_equal(records, stored_run.records)
+    assert computed == [1], "the damaged run is recomputed by the normal path"
+    [aside] = set_aside_folders(stored_run.folder)
+    assert {p.name: p.read_bytes() for p in aside.iterdir()} == damaged, "the damaged files are kept, unchanged"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the recomputed run verifies
+        pd.testing.assert_frame_equal(stored_run.store.load(stored_run.key), stored_run.stored)
+        assert torch.equal(stored_artifacts(TINY, stored_run.store, "cpu")["adjacency"],
+                           stored_run.artifacts["adjacency"])
+
+
+def test_load_artifacts_sets_a_damaged_run_aside_and_reports_it_unfinished(stored_run):
+    cut_in_half(stored_run.folder / "artifacts.pt")
+    with pytest.warns(RuntimeWarning, match=re.escape(str(stored_run.folder)) + ".*artifacts.pt does not match"):
+        with pytest.raises(FileNotFoundError, match="no finished run"):
+            stored_artifacts(TINY, stored_run.store, "cpu")
+    assert len(set_aside_folders(stored_run.folder)) == 1
+    assert stored_run.store.load(stored_run.key) is None
+
+
+def test_save_writes_a_manifest_of_the_exact_bytes_stored_and_a_good_run_round_trips(tmp_path):
+    store, config = ResultStore(tmp_path), {"method": "fedu", "seed": 0}
+    records = pd.DataFrame({"round": [1, 1, 2], "client": [0, 1, 0], "accuracy": [50.0, 75.5, float("nan")]})
+    store.save(config, records, {"adjacency": torch.eye(3)})
+    folder = store.folder(config)
+    assert json.loads((folder / "manifest.json").read_text()) == {
+        "rows": 3,
+        "sha256": {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in ("artifacts.pt", "records.csv")},
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pd.testing.assert_frame_equal(store.load(config), records)
+        assert torch.equal(store.load_artifacts(config)["adjacency"], torch.eye(3))
+
+
+def test_a_legacy_run_without_manifest_is_accepted_and_adopted(stored_run):
+    manifest = (stored_run.folder / "manifest.json").read_text()
+    (stored_run.folder / "manifest.json").unlink()  # as stored before manifests existed
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = stored_run.store.load(stored_run.key)
+    pd.testing.assert_frame_equal(loaded, stored_run.stored)
+    assert (stored_run.folder / "manifest.json").read_text() == manifest, "adopted: its manifest is written"
+    cut_at_a_line_boundary(stored_run.folder / "records.csv")
+    with pytest.warns(RuntimeWarning, match="records.csv does not match"):
+        assert stored_run.store.load(stored_run.key) is None, "damage after adoption is detected"
+
+
+def cut_mid_line(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-7])
+
+
+@pytest.mark.parametrize("spoil, fault", [
+    (cut_mid_line, "records.csv does not end with a line break"),
+    (garble, "records.csv cannot be parsed"),
+    (empty, "records.csv is empty"),
+], ids=["cut mid-line", "garbled", "empty"])
+def test_a_legacy_run_that_does_not_parse_is_set_aside(stored_run, spoil, fault):
+    (stored_run.folder / "manifest.json").unlink()
+    spoil(stored_run.folder / "records.csv")
+    with pytest.warns(RuntimeWarning, match=re.escape(f"stored run {stored_run.folder} is damaged: {fault}")):
+        assert stored_run.store.load(stored_run.key) is None
+    assert len(set_aside_folders(stored_run.folder)) == 1
+    assert not (stored_run.folder / "manifest.json").exists()
+
+
+def test_a_legacy_run_with_unloadable_artifacts_is_set_aside(stored_run):
+    (stored_run.folder / "manifest.json").unlink()
+    cut_in_half(stored_run.folder / "artifacts.pt")
+    with pytest.warns(RuntimeWarning, match="artifacts.pt cannot be loaded"):
+        assert stored_run.store.load(stored_run.key) is None
+
+
+def test_a_save_killed_before_its_manifest_leaves_complete_records_that_are_adopted(tmp_path, monkeypatch):
+    import gflkit.results as results
+
+    store, config = ResultStore(tmp_path), {"method": "fedavg", "seed": 0}
+    records = pd.DataFrame({"round": [1, 1], "client": [0, 1], "accuracy": [50.0, 75.5]})
+
+    def killed(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(results, "_write_manifest", killed)
+    with pytest.raises(KeyboardInterrupt):
+        store.save(config, records)
+    monkeypatch.undo()
+    assert not (store.folder(config) / "manifest.json").exists()
+    pd.testing.assert_frame_equal(store.load(config), records)
+    assert (store.folder(config) / "manifest.json").exists()
+
+
+def hold_lock_in_another_process(store: ResultStore, config: dict) -> None:
+    """Write the run's lock as a live process (this test's parent) would hold it."""
+    (store.folder(config) / "lock").write_text(f"{socket.gethostname()} {os.getppid()}")
+
+
+def test_records_without_manifest_are_not_touched_while_another_process_holds_the_lock(stored_run):
+    (stored_run.folder / "manifest.json").unlink()  # e.g. a save between its records and its manifest
+    hold_lock_in_another_process(stored_run.store, stored_run.key)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert stored_run.store.load(stored_run.key) is None, "unfinished until the writer releases its lock"
+    assert not (stored_run.folder / "manifest.json").exists() and not set_aside_folders(stored_run.folder)
+
+
+def test_a_damaged_run_is_set_aside_only_by_the_holder_of_its_lock(stored_run):
+    cut_at_a_line_boundary(stored_run.folder / "records.csv")
+    hold_lock_in_another_process(stored_run.store, stored_run.key)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert stored_run.store.load(stored_run.key) is None
+    assert (stored_run.folder / "records.csv").exists() and not set_aside_folders(stored_run.folder)
+    (stored_run.folder / "lock").unlink()
+    with stored_run.store.lock(stored_run.key, poll=0.01):
+        with pytest.warns(RuntimeWarning, match="records.csv does not match"):
+            assert stored_run.store.load(stored_run.key) is None, "inside the lock: judged without waiting for it"
+        assert sorted(p.name for p in stored_run.folder.iterdir()) == ["lock"], "the lock stays with the run"
+    assert "lock" not in {p.name for p in set_aside_folders(stored_run.folder)[0].iterdir()}
+    assert not (stored_run.folder / "lock").exists()
+
+
+def test_a_set_aside_killed_midway_leaves_a_run_that_is_still_damaged(stored_run, monkeypatch):
+    cut_at_a_line_boundary(stored_run.folder / "records.csv")
+    moves, replace = [], os.replace
+
+    def killed_after_the_first_move(source, target):
+        if moves:
+            raise KeyboardInterrupt
+        moves.append(source)
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", killed_after_the_first_move)
+    with pytest.raises(KeyboardInterrupt):
+        stored_run.store.load(stored_run.key)
+    monkeypatch.undo()
+    assert (stored_run.folder / "manifest.json").exists(), "the manifest is moved last"
+    with pytest.warns(RuntimeWarning, match=re.escape(f"stored run {stored_run.folder} is damaged")):
+        assert stored_run.store.load(stored_run.key) is None
+    assert not (stored_run.folder / "records.csv").exists()

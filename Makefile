@@ -38,6 +38,7 @@ lab:
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
 bench:
+	$(PY) benchmarks/cli_refusal.py
 	$(PY) benchmarks/round_overhead.py
 	$(PY) benchmarks/pdca_aggregation.py
 	$(PY) benchmarks/vectorised_clients.py

@@ -1,8 +1,9 @@
 """Command line: ``gflkit data list|verify|fetch|clean``, ``gflkit notebook NAME --profile P`` and
 ``gflkit precompute NAME --profile P``.
 
-Only the standard library is imported up front: ``gflkit --help`` answers at once, and torch is loaded
-by the commands that compute.
+Only the standard library is imported up front: ``gflkit --help`` answers at once, a mistaken name,
+profile, parameter, device or results folder is refused before torch is imported (see
+:mod:`gflkit.notebooks`), and torch is loaded by the commands that compute.
 """
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import ast
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from gflkit.data.cli import add_data_commands
 
-PAPERS_DIR = Path(__file__).resolve().parent / "papers"
+if TYPE_CHECKING:
+    from gflkit.experiment import RunConfig
+    from gflkit.results import ResultStore
 
 DESCRIPTION = """gflkit: graph-based federated learning papers, reproduced in notebooks.
 
@@ -59,38 +62,61 @@ def _grid_parameters(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _precompute(args: argparse.Namespace) -> int:
-    import importlib
-    from pathlib import Path
+    """``gflkit precompute``: check everything, then compute the runs not stored yet; a mistake is one line
+    on stderr and exit status 2."""
+    from gflkit.notebooks import NotebookError
 
+    try:
+        store, todo = _precompute_plan(args)
+    except NotebookError as error:
+        print(f"gflkit precompute: {error}", file=sys.stderr)
+        return 2
     from gflkit.experiment import run
-    from gflkit.notebooks import default_results_dir
-    from gflkit.profiles import resolve_profile
-    from gflkit.results import ResultStore, config_key
 
-    try:
-        paper = importlib.import_module(f"gflkit.papers.{args.name}")
-    except ModuleNotFoundError:
-        paper = None
-    if paper is None or not hasattr(paper, "grids"):
-        raise SystemExit(f"gflkit precompute: notebook {args.name!r} does not publish its experiment grids "
-                         "(gflkit/papers/<name>.py needs a grids(profile) function); run it with `gflkit notebook`")
-    try:
-        params = resolve_profile(paper.PROFILES, args.profile, seeds=args.seeds)
-    except ValueError as error:
-        raise SystemExit(f"gflkit precompute: {error}") from None
-    try:
-        sections = paper.grids(params, args.section)
-    except ValueError as error:
-        raise SystemExit(f"gflkit precompute: {error}") from None
-    store = ResultStore(Path(args.results or default_results_dir(args.name)) / "runs")
-    chosen = [c for configs in sections.values() for c in configs if not args.method or c.method in args.method]
-    todo = list({config_key(c.to_dict()): c for c in chosen}.values())  # a run shared by sections once
     for number, config in enumerate(todo, 1):
         print(f"[{number}/{len(todo)}] {config.method} {config.partition} {config.partition_options} "
               f"seed={config.seed} evaluate={config.evaluate}", flush=True)
         run(config, store=store, device=args.device)
     print(f"{len(todo)} runs of {args.name} ({args.profile}) are in {store.root}")
     return 0
+
+
+def _precompute_plan(args: argparse.Namespace) -> tuple[ResultStore, list[RunConfig]]:
+    """The result store and the runs ``gflkit precompute`` computes, each shared run once; every argument
+    checked first, without torch where possible (:func:`_check_precompute`). Raises ``NotebookError``."""
+    results = _check_precompute(args)
+    import importlib  # torch is imported from here on
+
+    from gflkit.notebooks import NotebookError
+    from gflkit.profiles import resolve_profile
+    from gflkit.results import ResultStore, config_key
+
+    paper = importlib.import_module(f"gflkit.papers.{args.name}")
+    try:
+        sections = paper.grids(resolve_profile(paper.PROFILES, args.profile, seeds=args.seeds), args.section)
+    except ValueError as error:
+        raise NotebookError(f"{error}") from None
+    chosen = [c for configs in sections.values() for c in configs if not args.method or c.method in args.method]
+    todo = list({config_key(c.to_dict()): c for c in chosen}.values())  # a run shared by sections once
+    return ResultStore(results / "runs"), todo
+
+
+def _check_precompute(args: argparse.Namespace) -> Path:
+    """The results folder of ``gflkit precompute``, after the checks made before torch is imported (a CUDA
+    device excepted): the notebook, that its paper module publishes ``grids``, the profile, the results
+    folder and the device."""
+    from gflkit.notebooks import (NotebookError, check_device, check_profile_name, check_results_folder,
+                                  notebook_path, publishes_grids, results_folder)
+
+    notebook_path(args.name)
+    if not publishes_grids(args.name):
+        raise NotebookError(f"notebook {args.name!r} does not publish its experiment grids (gflkit/papers/"
+                            f"{args.name}.py needs a grids(profile) function); run it with `gflkit notebook`")
+    check_profile_name(args.name, args.profile)
+    results = results_folder(args.name, args.results)
+    check_results_folder(results)
+    check_device(args.device)
+    return results
 
 
 def _positive_int(text: str) -> int:
@@ -103,20 +129,8 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def profile_names(name: str) -> list[str]:
-    """The profiles of notebook ``name``, read from ``gflkit/papers/<name>.py`` without importing it."""
-    source = PAPERS_DIR / f"{name}.py"
-    if not source.exists():
-        return []
-    for node in ast.parse(source.read_text()).body:
-        if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PROFILES" for t in node.targets)
-                and isinstance(node.value, ast.Dict)):
-            return [key.value for key in node.value.keys if isinstance(key, ast.Constant)]
-    return []
-
-
 def _notebook_epilog() -> str:
-    from gflkit.notebooks import NOTEBOOK_DIR
+    from gflkit.notebooks import NOTEBOOK_DIR, profile_names
 
     rows = [f"  {path.stem:<12} profiles: {', '.join(profile_names(path.stem)) or '-'}"
             for path in sorted(NOTEBOOK_DIR.glob("*.ipynb"))]
@@ -173,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--method", action="append", help="only runs of this method (repeatable)")
     pre.add_argument("--seeds", type=int, nargs="+", default=None,
                      help="these seeds instead of the profile's, e.g. --seeds 0 (a first seed of every cell)")
-    pre.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    pre.add_argument("--device", default="auto",
+                     help="auto (a CUDA GPU when present, else the CPU) | cpu | cuda | cuda:N (default: auto)")
     pre.set_defaults(func=_precompute)
     for command in (nb, pre):  # also accepted after the command; SUPPRESS keeps a value given before it
         _add_threads_option(command, default=argparse.SUPPRESS)

@@ -1,26 +1,119 @@
-"""Executing the project's notebooks with papermill (``make demo``, ``make reproduce``)."""
+"""Executing the project's notebooks with papermill (``make demo``, ``make reproduce``).
+
+Everything a reproduction needs is checked before a kernel starts, cheapest first: the notebook's name,
+its parameters and profile, the results folder and the device are checked with the standard library
+alone (torch is imported only to ask whether a CUDA device exists), because the notebook's parameters
+cell and ``PROFILES`` in ``gflkit/papers/<name>.py`` are read as declarations (JSON and :mod:`ast`),
+not executed. Then the profile is resolved with its overrides and the data its core tables need are
+looked for (:func:`check_profile`). A mistake raises :class:`NotebookError` in one line.
+"""
 from __future__ import annotations
 
+import ast
+import json
 import os
+import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO / "notebooks"
+PAPERS_DIR = Path(__file__).resolve().parent / "papers"
+DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+RESULTS_HINT = "choose a writable folder with --results (or GFLKIT_RESULTS)"
 
 
 class NotebookError(ValueError):
     """A reproduction that cannot start or did not finish, said in one line (the CLI prints it, exit 2)."""
 
 
+def results_folder(name: str, given: str | Path | None = None) -> Path:
+    """The absolute results folder of notebook ``name``: ``given``, else ``$GFLKIT_RESULTS/<name>``, else
+    ``results/<name>`` in the repository. Not created (see :func:`default_results_dir`)."""
+    if given:
+        return Path(given).resolve()
+    return (Path(os.environ.get("GFLKIT_RESULTS") or REPO / "results") / name).resolve()
+
+
 def default_results_dir(name: str) -> Path:
     """Where notebook ``name`` writes tables, figures and runs unless told otherwise:
     ``$GFLKIT_RESULTS/<name>``, else ``results/<name>`` in the repository. Created if missing."""
-    folder = Path(os.environ.get("GFLKIT_RESULTS") or REPO / "results") / name
+    folder = results_folder(name)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def check_results_folder(folder: Path) -> None:
+    """Refuse a results folder that cannot be written, creating nothing: ``folder`` (or the nearest of its
+    parents that exists) is a file, or no file can be created there. Writability is probed by creating and
+    removing a temporary file, so it reflects what this process may really do (root, read-only mounts)."""
+    existing = folder
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        problem = "is a file" if existing == folder else f"cannot be created: {existing} is a file"
+        raise NotebookError(f"results folder {folder} {problem}; {RESULTS_HINT}")
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".gflkit-write-test-"):
+            pass
+    except OSError as error:
+        raise NotebookError(f"results folder {folder} is not writable: no file can be created in {existing} "
+                            f"({error.strerror}); {RESULTS_HINT}") from None
+
+
+def check_device(device: object) -> None:
+    """Refuse a device other than ``auto``, ``cpu``, ``cuda`` and ``cuda:N``, or a CUDA device that torch
+    cannot use on this machine (torch is imported for that question only)."""
+    if not isinstance(device, str) or not DEVICE.fullmatch(device):
+        raise NotebookError(f"unknown device {device!r}; choose auto (a CUDA GPU when present, else the CPU), "
+                            f"cpu, cuda or cuda:N")
+    if device.startswith("cuda"):
+        _check_cuda(device)
+
+
+def _check_cuda(device: str) -> None:
+    """Refuse ``cuda`` / ``cuda:N`` when torch sees no such GPU, saying which GPUs it sees."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if int(device.partition(":")[2] or 0) >= count:
+        seen = (f"torch {torch.__version__} sees no CUDA GPU" if not count
+                else f"torch sees {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
+        raise NotebookError(f"device {device!r} is not available: {seen}; choose device auto or cpu")
+
+
+def _paper_declarations(name: str) -> list[ast.stmt]:
+    """The top-level statements of ``gflkit/papers/<name>.py``, parsed without importing the module (nor
+    torch); empty when the notebook has no paper module."""
+    source = PAPERS_DIR / f"{name}.py"
+    return ast.parse(source.read_text()).body if source.exists() else []
+
+
+def profile_names(name: str) -> list[str]:
+    """The profiles of notebook ``name``: the keys of the ``PROFILES`` dict literal in
+    ``gflkit/papers/<name>.py``, read without importing it."""
+    for node in _paper_declarations(name):
+        if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PROFILES" for t in node.targets)
+                and isinstance(node.value, ast.Dict)):
+            return [key.value for key in node.value.keys if isinstance(key, ast.Constant)]
+    return []
+
+
+def publishes_grids(name: str) -> bool:
+    """Whether ``gflkit/papers/<name>.py`` defines ``grids(profile, ...)``, the runs its notebook reads
+    (what ``gflkit precompute`` computes), read without importing it."""
+    return any(isinstance(node, ast.FunctionDef) and node.name == "grids" for node in _paper_declarations(name))
+
+
+def check_profile_name(name: str, profile: object) -> None:
+    """Refuse a profile that notebook ``name`` does not declare (:func:`profile_names`), with the message
+    :func:`~gflkit.profiles.resolve_profile` gives; a notebook without declared profiles is not checked."""
+    declared = profile_names(name)
+    if declared and profile not in declared:
+        raise NotebookError(f"unknown profile {profile!r}; choose one of {sorted(declared)}")
 
 
 def dataset_available(name: str, root: str | Path | None = None, group: str | None = None) -> tuple[bool, str]:
@@ -53,10 +146,22 @@ def notebook_path(name: str) -> Path:
 
 
 def notebook_parameters(name: str) -> list[str]:
-    """The parameters notebook ``name`` accepts: the names in its ``parameters`` cell (no kernel started)."""
-    import papermill
+    """The parameters notebook ``name`` accepts: the names assigned in its cell tagged ``parameters``, the
+    cell papermill replaces, read from the notebook's JSON (no kernel, no papermill)."""
+    cells = json.loads(notebook_path(name).read_text())["cells"]
+    tagged = [cell for cell in cells if "parameters" in cell.get("metadata", {}).get("tags", [])]
+    if not tagged:
+        return []
+    source = "".join(tagged[0]["source"])  # nbformat stores a cell's source as one string or a list of lines
+    return [target.id for node in ast.parse(source).body for target in _assigned(node)
+            if isinstance(target, ast.Name)]
 
-    return list(papermill.inspect_notebook(str(notebook_path(name))))
+
+def _assigned(node: ast.stmt) -> list[ast.expr]:
+    """The targets a statement assigns to (``x = 1``, ``x: int = 1``); none for any other statement."""
+    if isinstance(node, ast.Assign):
+        return node.targets
+    return [node.target] if isinstance(node, ast.AnnAssign) else []
 
 
 def check_parameters(name: str, parameters: dict[str, Any]) -> dict[str, Any]:
@@ -113,27 +218,40 @@ def execute(
     output_dir: str | Path | None = None,
     parameters: dict[str, Any] | None = None,
 ) -> Path:
-    """Run ``notebooks/<name>.ipynb`` with papermill; the executed copy and all results go to ``output_dir``.
+    """Run ``notebooks/<name>.ipynb`` with papermill; the executed copy and all results go to ``output_dir``
+    (default: :func:`results_folder`).
 
     The notebook receives ``profile``, ``results_dir`` and, when ``GFLKIT_DATA`` is set, ``data_root``,
-    plus any extra ``parameters``. Everything that can be checked without a kernel is checked first
-    (:func:`check_parameters`, :func:`check_profile`). The notebook executes into a temporary file that
-    replaces ``<output_dir>/<name>.ipynb`` only on success; a failed execution is kept as
-    ``<name>.failed.ipynb`` (papermill puts the error at its top) and raises :class:`NotebookError`.
-    The kernel's output (what the notebook prints, and its progress bars as text) is streamed to this
-    process's stdout / stderr while it runs. Returns the path of the executed notebook.
+    plus any extra ``parameters``. Everything that can be checked without a kernel is checked first, and
+    nothing is written before it passed: :func:`check_parameters`, :func:`check_profile_name`,
+    :func:`check_results_folder`, :func:`check_device` (without torch unless a CUDA device is asked for),
+    then :func:`check_profile`. The notebook executes into a temporary file that replaces
+    ``<output_dir>/<name>.ipynb`` only on success; a failed execution is kept as ``<name>.failed.ipynb``
+    (papermill puts the error at its top) and raises :class:`NotebookError`. The kernel's output (what the
+    notebook prints, and its progress bars as text) is streamed to this process's stdout / stderr while it
+    runs. Returns the path of the executed notebook.
     """
+    source = notebook_path(name)
+    params = {"profile": profile, **check_parameters(name, dict(parameters or {}))}
+    check_profile_name(name, params["profile"])
+    output = results_folder(name, output_dir)
+    check_results_folder(output)
+    check_device(params.get("device", "auto"))
+    if os.environ.get("GFLKIT_DATA") and "data_root" not in params:
+        params["data_root"] = os.environ["GFLKIT_DATA"]
+    check_profile(name, params["profile"], params)
+    output.mkdir(parents=True, exist_ok=True)
+    params["results_dir"] = str(output)
+    return _execute_checked(source, output, params)
+
+
+def _execute_checked(source: Path, output: Path, params: dict[str, Any]) -> Path:
+    """Execute the notebook ``source`` with checked ``params`` into the existing folder ``output``
+    (see :func:`execute`)."""
     import papermill
     from nbclient.exceptions import DeadKernelError
 
-    source = notebook_path(name)
-    params = {"profile": profile, **check_parameters(name, dict(parameters or {}))}
-    if os.environ.get("GFLKIT_DATA") and "data_root" not in params:
-        params["data_root"] = os.environ["GFLKIT_DATA"]
-    check_profile(name, profile, params)
-    output = Path(output_dir).resolve() if output_dir else default_results_dir(name)
-    output.mkdir(parents=True, exist_ok=True)
-    params["results_dir"] = str(output)
+    name = source.stem
     executed, failed = output / f"{name}.ipynb", output / f"{name}.failed.ipynb"
     running = output / f".{name}.{os.getpid()}.running.ipynb"
     try:

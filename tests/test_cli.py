@@ -26,16 +26,6 @@ def test_precompute_can_select_methods(tmp_path):
     assert len(list((tmp_path / "runs").iterdir())) == 2  # local at the smoke profile's two shard settings
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["precompute", "quickstart"], "does not publish its experiment grids"),
-    (["precompute", "nonsense"], "does not publish its experiment grids"),
-    (["precompute", "fedska", "--section", "table9"], "unknown section(s) ['table9']"),
-])
-def test_precompute_fails_with_the_reason(argv, message, tmp_path):
-    with pytest.raises(SystemExit, match=re.escape(message)):
-        main([*argv, "--results", str(tmp_path)])
-
-
 def test_precompute_runs_the_seeds_asked_for(tmp_path):
     main(["precompute", "fedska", "--profile", "smoke", "--section", "table1", "--method", "local", "--seeds", "3",
           "--results", str(tmp_path), "--device", "cpu"])

@@ -1,7 +1,9 @@
 import pandas as pd
 import pytest
 
-from gflkit.papers import Claim, available_papers, check_claim, claims_table, paper_vs_measured, reported, standing
+from gflkit.papers import (CLAIM_COLUMNS, Claim, Verdict, available_papers, check_claim, claims_table, paper_vs_measured,
+                           reported, standing)
+from gflkit.papers.comparison import Difference, every
 
 
 def test_fedska_table1_holds_the_papers_mnist_numbers():
@@ -40,8 +42,35 @@ def test_paper_vs_measured_keeps_measured_rows_and_computes_difference():
 
 
 def test_claims_table_reports_verdicts():
-    table = claims_table([Claim("a", True, "x", "smoke"), Claim("b", False, "y", "ci")])
-    assert table["verdict"].tolist() == ["reproduced", "not reproduced"]
+    table = claims_table([Claim("a", Verdict.REPRODUCED, "x", "smoke"), Claim("b", Verdict.NOT_REPRODUCED, "y", "ci"),
+                          Claim("c", Verdict.INCONCLUSIVE, "z", "ci")])
+    assert table["verdict"].tolist() == ["reproduced", "not reproduced", "inconclusive"]
+    assert list(table.columns) == list(CLAIM_COLUMNS)
+    assert table["difference"].tolist() == ["—"] * 3, "claims that compare nothing show no difference"
+
+
+def test_a_comparison_claim_shows_its_difference_interval_and_noise_model():
+    within_noise = Difference(0.03, -0.4, 0.46, "paired bootstrap over 100 clients, unweighted mean", 100)
+    single = check_claim("A beats B", ["a", "b"], ["a", "b"], lambda: (within_noise, "A 90.03 vs B 90.00"), "ci")
+    assert single.verdict is Verdict.INCONCLUSIVE
+    assert single.as_row() == {"claim": "A beats B", "verdict": "inconclusive", "difference": "+0.03",
+                               "interval": "[−0.40, +0.46]",
+                               "noise model": "paired bootstrap over 100 clients, unweighted mean",
+                               "evidence": "A 90.03 vs B 90.00", "profile": "ci"}
+    clear = Difference(2.0, 1.5, 2.5, "paired bootstrap over 100 clients, unweighted mean", 100)
+    settings = check_claim("A beats B at every q", [], [], lambda: (every({"q=2": clear, "q=5": within_noise}), "…"),
+                           "ci")
+    row = settings.as_row()
+    assert settings.verdict is Verdict.INCONCLUSIVE
+    assert row["difference"] == "q=2: +2.00; q=5: +0.03"
+    assert row["interval"] == "q=2: [+1.50, +2.50]; q=5: [−0.40, +0.46]"
+    assert row["noise model"] == "paired bootstrap over 100 clients, unweighted mean"
+
+
+def test_a_check_may_return_a_verdict_for_a_claim_that_is_no_comparison():
+    claim = check_claim("the objective is non-increasing", [], [], lambda: (True, "12 iterations"), "smoke")
+    assert claim.verdict is Verdict.REPRODUCED and claim.differences == ()
+    assert check_claim("x", [], [], lambda: (Verdict.INCONCLUSIVE, "why"), "smoke").verdict is Verdict.INCONCLUSIVE
 
 
 def test_a_claim_whose_methods_did_not_run_is_listed_as_not_run_and_never_checked():

@@ -1,8 +1,10 @@
-"""The papers' reported numbers, stored as data, and the paper-vs-measured comparison.
+"""The papers' reported numbers, stored as data, the paper-vs-measured comparison, and the papers' claims.
 
 Each paper has a CSV file beside this module (``fedska.csv``, ...) with one reported number per row:
 ``table, dataset, setting, method, metric, value, std``. Numbers are transcribed from the paper's text
-(``../shared/papers``); they are shown next to measured ones and never used to produce them.
+(``../shared/papers``); they are shown next to measured ones and never used to produce them. A claim's
+verdict (:class:`~gflkit.papers.verdict.Verdict`) comes from its check; a claim that compares measured
+numbers is decided against their noise (:mod:`gflkit.papers.comparison`).
 """
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import pandas as pd
+
+from gflkit.papers.comparison import Comparison, Difference, every
+from gflkit.papers.verdict import Verdict
 
 HERE = Path(__file__).parent
 
@@ -52,37 +57,66 @@ def paper_vs_measured(
     return table
 
 
+#: what a claim's check returns first: whether it holds (a claim that is no comparison), its verdict, or
+#: the difference(s) that decide it (:mod:`gflkit.papers.comparison`)
+Outcome = bool | None | Verdict | Difference | Comparison
+CLAIM_COLUMNS = ("claim", "verdict", "difference", "interval", "noise model", "evidence", "profile")
+
+
 @dataclass(frozen=True)
 class Claim:
-    """A qualitative statement of a paper and whether our measurements support it (``None``: not run)."""
+    """A qualitative statement of a paper, our verdict on it and the measurements behind it.
+
+    ``differences``: for a claim that compares measured numbers, the differences that decided it, each with
+    a label (the setting it belongs to; empty for a claim decided by one difference).
+    """
 
     statement: str
-    reproduced: bool | None
+    verdict: Verdict
     evidence: str
     profile: str
+    differences: tuple[tuple[str, Difference], ...] = ()
+
+    def _each(self, text: Callable[[Difference], str]) -> str:
+        """``text`` of every difference, labelled when it has a label; "—" for a claim that compares nothing."""
+        return "; ".join(f"{label}: {text(d)}" if label else text(d) for label, d in self.differences) or "—"
 
     def as_row(self) -> dict[str, str]:
-        """A row of the claims table."""
-        verdicts = {True: "reproduced", False: "not reproduced", None: "not run"}
+        """A row of the claims table (columns :data:`CLAIM_COLUMNS`)."""
+        models = dict.fromkeys(d.model for _, d in self.differences)
         return {
             "claim": self.statement,
-            "verdict": verdicts[None if self.reproduced is None else bool(self.reproduced)],
+            "verdict": self.verdict.value,
+            "difference": self._each(lambda d: d.estimate_text),
+            "interval": self._each(lambda d: d.interval_text),
+            "noise model": "; ".join(models) or "—",
             "evidence": self.evidence,
             "profile": self.profile,
         }
 
 
 def check_claim(statement: str, needs: Iterable[str], ran: Iterable[str],
-                check: Callable[[], tuple[bool, str]], profile: str) -> Claim:
-    """The claim ``statement``, checked by ``check()`` (verdict and evidence) when every method or
-    dataset it ``needs`` is among those that ``ran``; otherwise "not run", naming what is missing — so an
-    override that runs a subset of the methods still gets a claims table. ``check()`` may also return
-    ``(None, why)`` when what ran cannot decide the claim (e.g. no method learned at this budget)."""
+                check: Callable[[], tuple[Outcome, str]], profile: str) -> Claim:
+    """The claim ``statement``, checked by ``check()`` when every method or dataset it ``needs`` is among
+    those that ``ran``; otherwise "not run", naming what is missing — so an override that runs a subset of
+    the methods still gets a claims table.
+
+    ``check()`` returns ``(outcome, evidence)``. The outcome of a comparison is a
+    :class:`~gflkit.papers.comparison.Difference` or a :class:`~gflkit.papers.comparison.Comparison` (several
+    differences, e.g. one per setting): its verdict may be *inconclusive*, and the table shows the
+    differences, their intervals and noise models. A claim that is no comparison ("the objective is
+    non-increasing") returns whether it holds (``True`` / ``False``), or ``None`` when what ran cannot
+    decide it (e.g. no method learned at this budget: not run).
+    """
     missing = [name for name in dict.fromkeys(needs) if name not in set(ran)]
     if missing:
-        return Claim(statement, None, f"needs {missing}, which this run did not include", profile)
-    reproduced, evidence = check()
-    return Claim(statement, None if reproduced is None else bool(reproduced), evidence, profile)
+        return Claim(statement, Verdict.NOT_RUN, f"needs {missing}, which this run did not include", profile)
+    outcome, evidence = check()
+    if isinstance(outcome, Difference):
+        outcome = every({"": outcome})
+    if isinstance(outcome, Comparison):
+        return Claim(statement, outcome.verdict, evidence, profile, outcome.parts)
+    return Claim(statement, Verdict.of(outcome), evidence, profile)
 
 
 def standing(scores: pd.Series, method: str, unit: str = " %") -> str:
@@ -95,5 +129,5 @@ def standing(scores: pd.Series, method: str, unit: str = " %") -> str:
 
 
 def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:
-    """The claims as a table with columns ``claim, verdict, evidence, profile``."""
-    return pd.DataFrame([c.as_row() for c in claims], columns=["claim", "verdict", "evidence", "profile"])
+    """The claims as a table with columns :data:`CLAIM_COLUMNS`."""
+    return pd.DataFrame([c.as_row() for c in claims], columns=list(CLAIM_COLUMNS))

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from gflkit.profiles import Profile
+from gflkit.profiles import Profile, chosen_sections
 
 #: Table label → (method, method options); FedCG's network is chosen per dataset (:data:`FEDCG_MODEL`).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -198,10 +198,7 @@ def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any
     """The run configs of each section (``gflkit precompute fedcg``): Table 5 (every variant on every dataset;
     its FedAvg runs are Table 2's), Table 4 (FedCG's clustering and layer ablation on CelebA) and Table 3
     (oracle attribute domains on CelebA)."""
-    chosen = list(sections or SECTIONS)
-    unknown = sorted(set(chosen) - set(SECTIONS))
-    if unknown:
-        raise ValueError(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
+    chosen = chosen_sections(sections, SECTIONS)
     makers = {
         "table5": lambda: [variant_config(params, v, d, s) for d in params.sweep["datasets"] for s in params.seeds
                            for v in params.sweep["table5"]],
@@ -219,14 +216,6 @@ def held_out_accuracy(records: Any, by: Sequence[str] = ("dataset", "variant")) 
 
     table = metrics.final_summary(metrics.held_out_rows(records), value="accuracy", by=by)
     return table.rename(columns={"weighted_mean": "accuracy", "weighted_mean_std": "accuracy_std"})
-
-
-def difference_noise(accuracy: float, images: int) -> float:
-    r"""The standard error (in points) of the difference of two accuracies near ``accuracy`` % measured on
-    the same ``images`` test images, :math:`100\sqrt{2p(1-p)/n}`: a difference below it is within noise
-    (about 3.6 points on the 366 offline CelebA test images at 58 %)."""
-    p = min(max(accuracy / 100.0, 0.0), 1.0)
-    return 100.0 * (2.0 * p * (1.0 - p) / max(images, 1)) ** 0.5
 
 
 def domain_probabilities(config: Any, store: Any, data_root: Any = None, device: str = "cpu") -> tuple[Any, Any]:

@@ -138,3 +138,13 @@ def _merged_method_options(profile: Profile, per_method: Any) -> dict[str, dict[
     for method, options in per_method.items():
         merged[method] = {**merged.get(method, {}), **options}
     return merged
+
+
+def chosen_sections(sections: Sequence[str] | None, known: Sequence[str]) -> list[str]:
+    """The notebook sections a ``grids`` call asked for (all of ``known`` when ``sections`` is empty), or a
+    ValueError naming the unknown ones and the choice."""
+    chosen = list(sections or known)
+    unknown = sorted(set(chosen) - set(known))
+    if unknown:
+        raise ValueError(f"unknown section(s) {unknown}; choose from {list(known)}")
+    return chosen

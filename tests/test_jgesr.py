@@ -1,8 +1,10 @@
+import functools
+
 import pandas as pd
 import pytest
 import torch
 
-from gflkit.algorithms import build_algorithm
+from gflkit.algorithms import JGESR, build_algorithm
 from gflkit.channel import Channel
 from gflkit.engine import Schedule, run_rounds
 from gflkit.graphs.jgesr import JGESRParams, restore
@@ -81,10 +83,32 @@ def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path, meth
     assert torch.equal(run.full_algorithm.graph, run.resumed_algorithm.graph)
 
 
-@pytest.mark.parametrize("method", ["pdca", "two_step"])
-def test_every_round_records_whether_the_graph_learning_converged(method):
+@pytest.mark.parametrize("method", ["pdca", "pdca_e", "two_step"])
+def test_every_round_records_the_solver_diagnostics(method):
     fed = make_federation(num_clients=4)
     algorithm = build_algorithm(method)
     run_rounds(fed, algorithm, Schedule(3), progress=False)
-    flags = algorithm.artifacts()["graph_converged"]
-    assert flags.dtype == torch.bool and len(flags) == 3 and bool(flags.all())
+    artifacts = algorithm.artifacts()
+    assert artifacts["graph_converged"].dtype == torch.bool and bool(artifacts["graph_converged"].all())
+    for name in JGESR.DIAGNOSTICS:
+        assert len(artifacts[name]) == 3, name
+    assert bool((artifacts["graph_gap"] >= 0).all()) and bool((artifacts["iterations"] >= 1).all())
+    assert bool((artifacts["distance_max"] >= artifacts["distance_min"]).all())
+    assert artifacts["degrees"].shape == (3, 4) and int(artifacts["dimension"]) == fed.models.shape[1]
+    assert torch.allclose(artifacts["degrees"][-1], algorithm.graph.sum(1).float())
+    if method == "pdca":  # the printed PDCA keeps ρ = 1 unless the safeguard doubled it
+        assert torch.equal(artifacts["rho"], 2.0 ** artifacts["safeguard_steps"])
+
+
+def test_a_round_whose_graph_learning_does_not_converge_continues_and_records_it(monkeypatch):
+    import gflkit.graphs.jgesr as jgesr_solvers
+
+    starved = functools.partial(jgesr_solvers.learn_graph, max_iter=1)
+    monkeypatch.setattr(jgesr_solvers, "learn_graph", starved)
+    fed = make_federation(num_clients=4)
+    algorithm = build_algorithm("two_step", max_iter=5)
+    with pytest.warns(RuntimeWarning, match="not certified optimal"):
+        records = run_rounds(fed, algorithm, Schedule(2), progress=False)
+    assert sorted(records["round"].unique())[-1] == 2 and records["accuracy"].notna().all()
+    artifacts = algorithm.artifacts()
+    assert not bool(artifacts["graph_converged"].any()) and bool((artifacts["graph_gap"] > 1e-12).all())

@@ -1,10 +1,13 @@
 import math
 
+import numpy as np
 import pytest
 import torch
+from scipy.optimize import minimize
 
-from gflkit.graphs.graph_learning import degree_barrier
-from gflkit.graphs.jgesr import JGESRParams, JointProblem, pdca, restore, row_space_coordinates, two_step
+from gflkit.graphs.graph_learning import degree_barrier, learn_graph
+from gflkit.graphs.jgesr import (JGESRParams, JointProblem, pdca, proximal_step, restore, row_space_coordinates,
+                                 two_step)
 
 
 def clustered_rows(num_clients=8, dim=60, clusters=2, noise=0.3, seed=0):
@@ -78,13 +81,70 @@ def test_pdca_objective_is_non_increasing_and_the_graph_is_valid(extrapolate):
     assert bool((graph.sum(1) > 0).all())  # the log barrier leaves no client isolated
 
 
-def test_pdca_with_extrapolation_moves_the_objective_further_than_plain_pdca():
+def independent_prox(point, space, beta, gamma):
+    """prox_{g/1}(point) by scipy's L-BFGS-B on the primal (an independent reference)."""
+    B = np.stack([space.degrees(torch.eye(len(point), dtype=torch.float64)[i]).numpy() for i in range(len(point))], 1)
+    v = point.numpy()
+    objective = lambda w: 0.5 * np.sum((w - v) ** 2) + gamma * w.sum() - beta * np.log(B @ w).sum()
+    gradient = lambda w: (w - v) + gamma - beta * B.T @ (1.0 / (B @ w))
+    result = minimize(objective, np.full(len(v), 1.0), jac=gradient, bounds=[(1e-12, None)] * len(v),
+                      method="L-BFGS-B", options={"ftol": 1e-15, "gtol": 1e-11, "maxiter": 10_000})
+    return torch.from_numpy(result.x)
+
+
+def test_printed_pdca_follows_algorithm_1_step_by_step():
+    _, received = clustered_rows(num_clients=4, dim=3, noise=0.5)
+    problem = problem_with(received, max_iter=3)
+    models, edges = received.clone(), problem.initial_edges()
+    alpha, mu, weights = problem.params.alpha, problem.params.mu, problem.weights[:, None]
+    for _ in range(3):  # Θ ← prox_{g/ρ}(Θ − (∇f − ∇h)/ρ) with ρ = 1, written out from Eq. (15)
+        graph = problem.space.matrix(edges)
+        laplacian = torch.diag(graph.sum(1)) - graph
+        distances = problem.space.upper(0.5 * torch.cdist(models, models).pow(2))
+        models, edges = (models - mu * weights * (models - received) - 2 * alpha * laplacian @ models,
+                         independent_prox(edges - 2 * alpha * distances, problem.space, 1.0, 1.0))
+    result = pdca(problem, received.clone(), problem.initial_edges())
+    assert result.iterations == 3 and result.rho == 1.0 and result.safeguard_steps == 0
+    assert torch.allclose(result.models, models, atol=1e-7)
+    assert torch.allclose(problem.space.upper(result.graph), edges, atol=1e-5)
+
+
+def test_the_safeguard_fires_only_where_the_printed_step_raises_the_objective():
+    _, received = clustered_rows(num_clients=6, dim=5, noise=0.5)
+    steep = problem_with(received, alpha=2.0, max_iter=300)
+    start = steep.initial_edges()
+    literal = proximal_step(steep, received, start, steep.concave_gradient(received, start), rho=1.0)
+    assert steep.objective(*literal[:2]) > steep.objective(received, start)  # ρ = 1 would raise F here
+    guarded = pdca(steep, received.clone(), start)
+    objective = torch.tensor(guarded.objective)
+    assert guarded.safeguard_steps > 0 and guarded.rho > 1.0
+    assert bool((objective[1:] <= objective[:-1] + 1e-9 * objective[:-1].abs()).all())
+    gentle = problem_with(received, max_iter=300)
+    assert pdca(gentle, received.clone(), gentle.initial_edges()).safeguard_steps == 0
+
+
+def test_pdca_e_is_a_different_iteration_with_the_same_descent():
     _, received = clustered_rows(noise=0.5)
-    plain = pdca(problem_with(received, extrapolate=False, max_iter=100), received.clone(),
-                 problem_with(received).initial_edges())
-    accelerated = pdca(problem_with(received, extrapolate=True, max_iter=100), received.clone(),
-                       problem_with(received).initial_edges())
-    assert accelerated.objective[-1] < plain.objective[-1]
+    printed = pdca(problem_with(received, max_iter=100), received.clone(), problem_with(received).initial_edges())
+    extrapolated = pdca(problem_with(received, extrapolate=True, max_iter=100), received.clone(),
+                        problem_with(received).initial_edges())
+    assert printed.rho == 1.0 and extrapolated.rho > 1.0  # pDCAe backtracks on f's upper bound
+    assert not torch.allclose(printed.models, extrapolated.models)
+    for result in (printed, extrapolated):
+        objective = torch.tensor(result.objective)
+        assert bool((objective[1:] <= objective[:-1] + 1e-9 * objective[:-1].abs()).all())
+
+
+def test_the_result_says_how_far_the_graph_is_from_stationary():
+    _, received = clustered_rows()
+    problem = problem_with(received, max_iter=2)  # stopped early: w is not yet the best graph for Ψ
+    result = pdca(problem, received.clone(), problem.initial_edges())
+    best = learn_graph(problem.distances(result.models), problem.space, problem.params.alpha, problem.params.beta,
+                       problem.params.gamma)
+    edges = problem.space.upper(result.graph)
+    excess = (problem.objective(result.models, edges) - problem.objective(result.models, best.edges))
+    assert 1e-6 < excess <= result.graph_gap * problem.space.num_nodes * problem.params.beta
+    assert problem.graph_gap(result.models, best.edges) < 1e-8
 
 
 def test_two_step_objective_is_non_increasing():

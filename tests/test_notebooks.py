@@ -145,7 +145,7 @@ def test_fedska_ci_profile_on_real_mnist(tmp_path, real_data_root):
     overlap = pd.read_csv(tmp_path / "overlap.csv")
     assert set(overlap["method"]) == {"local", "fedavg", "fedska"}
     claims = pd.read_csv(tmp_path / "claims.csv")
-    assert len(claims) == 10 and set(claims["verdict"]) <= {"reproduced", "not reproduced"}
+    assert len(claims) == 10 and set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
     for figure in ("figure3_learning_curves.png", "figure4_k_sensitivity.png", "figure5_learned_graph.png"):
         assert (tmp_path / figure).stat().st_size > 10_000
 
@@ -153,13 +153,19 @@ def test_fedska_ci_profile_on_real_mnist(tmp_path, real_data_root):
 def test_jgesr_notebook_writes_table1_figures_and_claims(tmp_path):
     execute("jgesr", "smoke", tmp_path, {"overrides": {"rounds": 2}})
     table1 = pd.read_csv(tmp_path / "table1_paper_vs_measured.csv")
-    assert set(table1["method"]) == {"pdca", "two_step", "fedavg", "fedprox", "cfl", "fedamp", "pfedgraph"}
-    assert set(table1["setting"]) == {"s_0.1", "s_0.2"} and table1["paper"].notna().all()
+    paper_methods = {"pdca", "two_step", "fedavg", "fedprox", "cfl", "fedamp", "pfedgraph"}
+    assert set(table1["method"]) == paper_methods | {"pdca_e"}  # pDCAe: our variant, no paper number
+    assert set(table1["setting"]) == {"s_0.1", "s_0.2"}
+    assert table1[table1["method"].isin(paper_methods)]["paper"].notna().all()
+    assert table1[table1["method"] == "pdca_e"]["paper"].isna().all()
     assert sorted(pd.read_csv(tmp_path / "figure4_missing.csv")["missing"]) == [0.0, 0.1]
+    same_matrix = pd.read_csv(tmp_path / "solvers_same_matrix.csv")
+    assert list(same_matrix["solver"]) == ["two_step", "pdca (printed)", "pdca_e (pDCAe)"]
+    assert same_matrix["F"].notna().all() and (same_matrix["graph gap at stop"] >= 0).all()
     claims = pd.read_csv(tmp_path / "claims.csv")
-    assert len(claims) == 5 and set(claims["verdict"]) <= {"reproduced", "not reproduced"}
+    assert len(claims) == 5 and set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
     for figure in ("figure3_accuracy_per_round.png", "figure4_missing_rates.png", "learned_graph_vs_labels.png",
-                   "pdca_objective.png"):
+                   "pdca_objective.png", "jgesr_scale.png"):
         assert (tmp_path / figure).stat().st_size > 10_000
 
 
@@ -174,4 +180,4 @@ def test_a_subset_of_methods_still_writes_every_claim_with_those_it_cannot_check
     claims = pd.read_csv(tmp_path / "claims.csv")
     assert len(claims) == 3
     assert claims["verdict"].iloc[0] == "not run" and "fedprox" in claims["evidence"].iloc[0]
-    assert set(claims["verdict"].iloc[1:]) <= {"reproduced", "not reproduced"}
+    assert set(claims["verdict"].iloc[1:]) <= {"reproduced", "not reproduced", "inconclusive"}

@@ -69,18 +69,35 @@ def test_per_method_options_apply_only_to_their_method():
     assert profile.config(method="fedprox", method_options={"mu": 0.1}).method_options == {"share": "all", "mu": 0.1}
 
 
-@pytest.mark.parametrize("name", ["smoke", "ci", "paper"])
+@pytest.mark.parametrize("name", ["smoke", "ci", "paper1", "paper"])
 def test_jgesr_profiles_are_valid_and_follow_the_papers_setting(name):
-    from gflkit.papers.jgesr import PROFILES as JGESR_PROFILES
+    from gflkit.papers.jgesr import PAPER_METHODS, PROFILES as JGESR_PROFILES, grids
 
     profile = resolve_profile(JGESR_PROFILES, name)
     config = profile.config(method="pdca")
     assert config.num_clients == 20 and config.partition == "dirichlet" and config.partition_options["alpha"] == 0.05
     assert config.test_ratio == 0.25 and config.model == "simple_cnn"
     assert tuple(profile.sweep["noise"]) == (0.1, 0.2)
+    assert set(profile.sweep["methods"]) == set(PAPER_METHODS) | {"pdca_e"}
+    # CFL may split after two thirds of the rounds: 20 of the paper's 30, as its authors' min_rounds
+    assert profile.config(method="cfl").method_options["min_rounds"] == min(20, 2 * config.rounds // 3)
+    sections = grids(profile)
+    assert len(sections["table1"]) == len(profile.sweep["methods"]) * 2 * len(profile.seeds)
+    assert {c.channel["noise_scale"] for c in sections["figure4"]} == {0.1}
+    if name.startswith("paper"):  # the paper partitions the official training split
+        assert (config.rounds, config.local_epochs, config.pool, config.dataset) == (30, 5, "train", "mnist")
     if name == "paper":
-        assert (config.rounds, config.local_epochs, len(profile.seeds)) == (30, 5, 10)
+        assert len(profile.seeds) == 10
         assert len(profile.sweep["missing"]) == 11 and max(profile.sweep["missing"]) == 0.1
+    if name == "paper1":
+        assert profile.seeds == (0,)
+
+
+def test_jgesr_grids_refuse_an_unknown_section():
+    from gflkit.papers.jgesr import PROFILES as JGESR_PROFILES, grids
+
+    with pytest.raises(ValueError, match=r"unknown section\(s\) \['table9'\]; choose from \['table1', 'figure4'\]"):
+        grids(resolve_profile(JGESR_PROFILES, "smoke"), ["table9"])
 
 
 @pytest.mark.parametrize("name", ["smoke", "ci", "paper"])

@@ -19,7 +19,7 @@ from gflkit.algorithms.fedu import FedU
 from gflkit.algorithms.fedvgae import FedVGAE
 from gflkit.algorithms.gcfl import GCFLPlus
 from gflkit.algorithms.ifca import IFCA
-from gflkit.algorithms.jgesr import JGESR, TwoStep
+from gflkit.algorithms.jgesr import JGESR, JGESRExtrapolated, TwoStep
 from gflkit.algorithms.lgfedavg import LGFedAvg
 from gflkit.algorithms.local import Local
 from gflkit.algorithms.moon import MOON
@@ -28,7 +28,7 @@ from gflkit.algorithms.scaffold import Scaffold
 from gflkit.algorithms.sfl import SFL
 
 ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
-    Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA, CFL, FedAMP, PFedGraph, JGESR, TwoStep, MOON, FedVGAE,
+    Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA, CFL, FedAMP, PFedGraph, JGESR, JGESRExtrapolated, TwoStep, MOON, FedVGAE,
     GCFLPlus, FedSage, FedPub, FedAtt, FedPer, LGFedAvg, Scaffold, FedCG, FedCGKMeans,
 )}
 
@@ -43,5 +43,5 @@ def build_algorithm(name: str, **options: Any) -> Algorithm:
 __all__ = [
     "Algorithm", "ALGORITHMS", "build_algorithm",
     "FedAvg", "FedProx", "Local", "Ditto", "IFCA", "FedU", "SFL", "FedSKA", "CFL", "FedAMP", "PFedGraph",
-    "JGESR", "TwoStep", "MOON", "FedVGAE", "GCFLPlus", "FedSage", "FedPub", "FedAtt", "FedPer", "LGFedAvg", "Scaffold", "FedCG", "FedCGKMeans",
+    "JGESR", "JGESRExtrapolated", "TwoStep", "MOON", "FedVGAE", "GCFLPlus", "FedSage", "FedPub", "FedAtt", "FedPer", "LGFedAvg", "Scaffold", "FedCG", "FedCGKMeans",
 ]

@@ -16,6 +16,7 @@ Defaults (Sec. 5.1): :math:`\alpha = 0.05`, :math:`\mu = \beta = \gamma = \rho =
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,7 +25,7 @@ from torch import Tensor
 from gflkit.algorithms.base import Algorithm
 from gflkit.algorithms.terms import squared_distance
 from gflkit.federation import Federation
-from gflkit.graphs.jgesr import JGESRParams, restore
+from gflkit.graphs.jgesr import JGESRParams, Restoration, restore
 from gflkit.training import LocalStep
 
 
@@ -42,14 +43,19 @@ class JGESR(Algorithm):
     solver = "pdca"
     Params = JGESRParams
 
+    #: what :meth:`aggregate` records per round (see :meth:`artifacts`)
+    DIAGNOSTICS = ("converged", "graph_converged", "graph_gap", "iterations", "safeguard_steps", "rho",
+                   "distance_min", "distance_max")
+
     def __init__(self, **options: Any):
         super().__init__(**options)
         self.received: Tensor | None = None
         self.mask: Tensor | None = None
         self.graph: Tensor | None = None
         self.objective: Tensor = torch.zeros(0)
-        self.converged: list[bool] = []
-        self.graph_converged: list[bool] = []
+        self.weights: Tensor | None = None
+        self.rounds: dict[str, list[float]] = {name: [] for name in self.DIAGNOSTICS}
+        self.degrees: list[Tensor] = []
 
     def check(self, num_clients: int) -> None:
         if num_clients < 2:
@@ -58,6 +64,7 @@ class JGESR(Algorithm):
     def setup(self, fed: Federation) -> None:
         fed.global_model = None
         self.received = fed.models.clone()
+        self.weights = fed.num_train
         self.mask = None
         self.graph = torch.zeros(fed.num_clients, fed.num_clients, device=fed.device)
 
@@ -81,22 +88,60 @@ class JGESR(Algorithm):
         fed.models.copy_(result.models)
         self.graph = result.graph
         self.objective = torch.tensor(result.objective)
-        self.converged.append(result.converged)
-        self.graph_converged.append(result.graph_converged)
+        self.record(result)
+
+    def record(self, result: Restoration) -> None:
+        r"""Keep the round's solver diagnostics: whether it met ε, whether every inner graph solve met its
+        tolerance, the final graph's duality gap, iterations, safeguard steps and final ρ (PDCA), the
+        range of the received rows' distances :math:`\frac12\lVert x_m - x_n\rVert^2` (with :math:`d`,
+        what sets the scale of :math:`\alpha\mathcal D` against :math:`\gamma`), and the learned degrees."""
+        distances = result.distances
+        values = {"converged": result.converged, "graph_converged": result.graph_converged,
+                  "graph_gap": result.graph_gap, "iterations": result.iterations,
+                  "safeguard_steps": result.safeguard_steps, "rho": result.rho,
+                  "distance_min": float(distances.min()), "distance_max": float(distances.max())}
+        for name in self.DIAGNOSTICS:
+            self.rounds[name].append(float(values[name]))
+        self.degrees.append(result.graph.sum(dim=1).float().cpu())
 
     def state_dict(self) -> dict[str, Any]:
         return {"received": self.received, "mask": self.mask, "graph": self.graph, "objective": self.objective,
-                "converged": list(self.converged), "graph_converged": list(self.graph_converged)}
+                "rounds": {name: list(values) for name, values in self.rounds.items()}, "degrees": list(self.degrees)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.received, self.mask, self.graph = state["received"], state["mask"], state["graph"]
-        self.objective, self.converged = state["objective"], list(state["converged"])
-        self.graph_converged = list(state["graph_converged"])
+        self.objective = state["objective"]
+        self.rounds = {name: list(state["rounds"][name]) for name in self.DIAGNOSTICS}
+        self.degrees = list(state["degrees"])
 
     def artifacts(self) -> dict[str, Tensor]:
-        return {"adjacency": self.graph, "objective": self.objective,
-                "converged": torch.tensor(self.converged, dtype=torch.bool),
-                "graph_converged": torch.tensor(self.graph_converged, dtype=torch.bool)}
+        """The last round's graph and objective per solver iteration; per round the diagnostics of
+        :meth:`record` (``converged`` and ``graph_converged`` as booleans), the learned ``degrees``
+        (rounds × K) and the models' ``dimension``; and the last round's server problem — the ``received``
+        rows, their ``mask`` (None: nothing lost) and the clients' ``weights`` — so that solvers can be
+        compared on the same matrix (:func:`gflkit.graphs.jgesr.restore`)."""
+        per_round = {name: torch.tensor(values, dtype=torch.bool if name.endswith("converged") else torch.float64)
+                     for name, values in self.rounds.items()}
+        degrees = torch.stack(self.degrees) if self.degrees else torch.zeros(0)
+        return {"adjacency": self.graph, "objective": self.objective, **per_round, "degrees": degrees,
+                "dimension": torch.tensor(self.received.shape[1]), "received": self.received, "mask": self.mask,
+                "weights": self.weights}
+
+
+@dataclass(frozen=True)
+class ExtrapolatedParams(JGESRParams):
+    """:class:`~gflkit.graphs.jgesr.JGESRParams` with pDCAe's extrapolation on by default."""
+
+    extrapolate: bool = True
+
+
+class JGESRExtrapolated(JGESR):
+    r"""``pdca_e``: JGESR's problem solved by PDCA with extrapolation and backtracking on :math:`f`'s upper
+    bound (pDCAe) — a documented deviation from Algorithm 1, which gflkit ran as "PDCA" before it
+    followed the printed algorithm; kept as its own row where the notebook compares solvers."""
+
+    name = "pdca_e"
+    Params = ExtrapolatedParams
 
 
 class TwoStep(JGESR):
@@ -107,4 +152,4 @@ class TwoStep(JGESR):
     solver = "two_step"
 
 
-__all__ = ["JGESR", "TwoStep"]
+__all__ = ["ExtrapolatedParams", "JGESR", "JGESRExtrapolated", "TwoStep"]

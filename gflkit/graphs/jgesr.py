@@ -37,7 +37,8 @@ import torch
 from torch import Tensor
 
 from gflkit.graphs.adjacency import cosine_similarity_matrix
-from gflkit.graphs.graph_learning import EdgeSpace, degree_barrier, learn_graph, prox_degree_barrier
+from gflkit.graphs.graph_learning import (EdgeSpace, degree_barrier, graph_duality_gap, learn_graph,
+                                           prox_degree_barrier)
 from gflkit.graphs.smoothing import graph_filter, laplacian
 
 SOLVERS = ("pdca", "two_step")
@@ -51,14 +52,15 @@ class JGESRParams:
     * ``beta`` = 1.0: weight :math:`\beta` of the degree log-barrier (no isolated clients), > 0;
     * ``gamma`` = 1.0: weight :math:`\gamma` of the edges' :math:`\ell_1` norm (sparsity), ≥ 0;
     * ``mu`` = 1.0: fidelity weight :math:`\mu` (also the clients' proximal weight, Eq. 3), > 0;
-    * ``rho`` = 1.0: PDCA's proximal parameter :math:`\rho`, > 0 — the initial value: PDCA doubles it
-      whenever :math:`f`'s quadratic upper bound fails, which is what guarantees a non-increasing objective;
+    * ``rho`` = 1.0: PDCA's proximal parameter :math:`\rho`, > 0, fixed as in Algorithm 1; doubled only by
+      the safeguard when a step would raise :math:`F` (counted in :attr:`Restoration.safeguard_steps`);
     * ``eps`` = 1e-3: stop when :math:`\lVert \Psi^{(t+1)} - \Psi^{(t)}\rVert_F < \varepsilon`, > 0;
     * ``max_iter`` = 1000: at most this many iterations (the paper gives none), ≥ 1;
-    * ``extrapolate`` = True: PDCA with extrapolation (pDCAe, see :func:`pdca`); ``False`` runs
-      Algorithm 1 exactly as printed (with the backtracking on ``rho``). Same problem and fixed points;
-      on trained models both often stop at ``max_iter`` before meeting ``eps``, the extrapolated one at
-      the lower objective.
+    * ``extrapolate`` = False: Algorithm 1 as printed (fixed :math:`\rho`, no extrapolation). ``True`` runs
+      pDCAe, our earlier deviation kept as the named method ``pdca_e`` (see :func:`pdca`): extrapolated
+      steps and backtracking on :math:`\rho` against :math:`f`'s quadratic upper bound, which — with
+      :math:`h`'s quartic curvature — drives :math:`\rho` to 2–8 on trained models. Same problem and fixed
+      points, but the stopping rule fires at a different iterate, so the two compute different graphs.
     """
 
     alpha: float = 0.05
@@ -68,7 +70,7 @@ class JGESRParams:
     rho: float = 1.0
     eps: float = 1e-3
     max_iter: int = 1000
-    extrapolate: bool = True
+    extrapolate: bool = False
 
     def __post_init__(self) -> None:
         for name in ("alpha", "beta", "mu", "rho", "eps"):
@@ -89,7 +91,12 @@ class Restoration:
     objective: list[float] = field(default_factory=list)
     converged: bool = False
     rho: float = math.nan
-    graph_converged: bool = True  # every inner graph learning (Two-step's Eq. 9 solves) met its tolerance
+    graph_converged: bool = True  # every inner graph solve (Two-step's Eq. 9, PDCA's proxes) met its tolerance
+    #: how far the final graph is from the best one for the final models: the duality gap of Eq. (9) at
+    #: the restored Ψ, per client and relative to β (0 at stationarity in w; PDCA's rule only looks at Ψ)
+    graph_gap: float = math.nan
+    safeguard_steps: int = 0  # PDCA steps whose ρ the safeguard doubled because F would have risen
+    distances: Tensor | None = None  # u of the received rows, ½‖x̃_m − x̃_n‖² per pair (set by restore)
 
     @property
     def iterations(self) -> int:
@@ -168,57 +175,74 @@ class JointProblem:
         alpha = self.params.alpha
         return 2.0 * alpha * self.laplacian_times(self.distances(models), models), 2.0 * alpha * edges
 
+    def graph_gap(self, models: Tensor, edges: Tensor) -> float:
+        r"""How far ``edges`` is from :math:`\arg\min_w F(\Psi, w)`: the duality gap of Eq. (9) with
+        :math:`c = 2\alpha u(\Psi) + \gamma`, per client and relative to :math:`\beta`
+        (:func:`~gflkit.graphs.graph_learning.graph_duality_gap`)."""
+        cost = 2.0 * self.params.alpha * self.distances(models) + self.params.gamma
+        return graph_duality_gap(edges, cost, self.space, self.params.beta)
+
     def initial_edges(self) -> Tensor:
         r""":math:`w^{(0)}`: the cosine similarities of the received rows (Sec. 5.1), negatives set to 0."""
         return self.space.upper(cosine_similarity_matrix(self.received)).clamp(min=0.0)
 
 
 def proximal_step(
-    problem: JointProblem, models: Tensor, edges: Tensor, linearised: tuple[Tensor, Tensor], rho: float
-) -> tuple[Tensor, Tensor, float]:
-    r"""The proximal DC step from the point :math:`Y = (\Psi, w)` = ``(models, edges)``: ``(Ψ⁺, w⁺, ρ)``.
+    problem: JointProblem, models: Tensor, edges: Tensor, linearised: tuple[Tensor, Tensor], rho: float,
+    upper_bound: bool = False,
+) -> tuple[Tensor, Tensor, float, bool]:
+    r"""The proximal DC step from :math:`Y = (\Psi, w)` = ``(models, edges)``: ``(Ψ⁺, w⁺, ρ, prox converged)``.
 
-    With :math:`s` = ``linearised``, a gradient of :math:`h` (at :math:`Y` for Algorithm 1),
-    :math:`\Theta^+ = \mathrm{prox}_{g/\rho}(Y - (\nabla f(Y) - s)/\rho)`; ``g`` acts on ``w`` only, so
-    :math:`\Psi^+` is a plain gradient step. If :math:`f(\Theta^+) > f(Y) + \langle\nabla f(Y), \Theta^+ - Y
-    \rangle + \frac{\rho}{2}\lVert\Theta^+ - Y\rVert^2`, :math:`\rho` was below :math:`f`'s local curvature:
-    it is doubled and the step retried. With that bound, :math:`F(\Theta^+) \le F(Y)` whenever :math:`s =
-    \nabla h(Y)` (convexity of ``h`` and the prox's optimality): PDCA's descent property, which the
-    paper obtains from :math:`\rho \ge \mathrm{Lip}(\nabla f)`.
+    With :math:`s` = ``linearised``, a gradient of :math:`h`, :math:`\Theta^+ = \mathrm{prox}_{g/\rho}(Y -
+    (\nabla f(Y) - s)/\rho)` (Algorithm 1, line 3 of the inner loop); ``g`` acts on ``w`` only, so
+    :math:`\Psi^+` is a plain gradient step. With ``upper_bound`` (pDCAe), :math:`\rho` is doubled until
+    :math:`f(\Theta^+) \le f(Y) + \langle\nabla f(Y), \Theta^+ - Y\rangle + \frac{\rho}{2}\lVert\Theta^+ -
+    Y\rVert^2`, the bound that makes :math:`F` non-increasing when :math:`s = \nabla h(Y)`.
     """
     grad_models, grad_edges = problem.smooth_gradient(models, edges)
     direction_models, direction_edges = grad_models - linearised[0], grad_edges - linearised[1]
-    base = problem.smooth(models, edges)
+    base = problem.smooth(models, edges) if upper_bound else math.nan
     degrees = problem.space.degrees(edges.clamp(min=0.0))
     params = problem.params
     while True:
         new_models = models - direction_models / rho
-        new_edges = prox_degree_barrier(edges - direction_edges / rho, problem.space, params.beta, params.gamma, rho,
-                                        start_degrees=degrees)
-        step_models, step_edges = new_models - models, new_edges - edges
+        prox = prox_degree_barrier(edges, problem.space, params.beta, params.gamma, rho, linear=direction_edges,
+                                   start_degrees=degrees)
+        if not upper_bound:
+            return new_models, prox.edges, rho, prox.converged
+        step_models, step_edges = new_models - models, prox.edges - edges
         bound = (base + float((grad_models * step_models).sum() + grad_edges @ step_edges)
                  + 0.5 * rho * float(step_models.pow(2).sum() + step_edges.pow(2).sum()))
-        if problem.smooth(new_models, new_edges) <= bound + 1e-12 * (1.0 + abs(bound)):
-            return new_models, new_edges, rho
+        if problem.smooth(new_models, prox.edges) <= bound + 1e-12 * (1.0 + abs(bound)):
+            return new_models, prox.edges, rho, prox.converged
         rho *= 2.0
 
 
-def pdca(problem: JointProblem, models: Tensor, edges: Tensor) -> Restoration:
-    r"""Algorithm 1's server part: PDCA from :math:`\Theta = (\Psi^{(0)}, w^{(0)})` until
-    :math:`\lVert\Psi^{(t+1)} - \Psi^{(t)}\rVert_F < \varepsilon` or ``max_iter`` iterations.
+def _rises(value: float, previous: float) -> bool:
+    """Whether ``value`` is above ``previous`` by more than float64 rounding of the objective."""
+    return value > previous + 1e-12 * (1.0 + abs(previous))
 
-    With ``params.extrapolate`` (pDCAe, Wen, Chen and Pong, Comput. Optim. Appl. 69, 2018) the step starts from
-    :math:`Y = \Theta^{(t)} + \frac{\tau_{t-1} - 1}{\tau_t}(\Theta^{(t)} - \Theta^{(t-1)})` with FISTA's
-    :math:`\tau_t`, keeping the linearisation of ``h`` at :math:`\Theta^{(t)}`; a step that would raise
-    :math:`F` is replaced by Algorithm 1's plain step and the momentum restarts. Both variants have the
-    same fixed points and a non-increasing objective; in the same number of iterations the extrapolated
-    one reaches the lower objective when :math:`f` is badly conditioned (large distances between models
-    make :math:`\rho` large), see ``tests/test_jgesr_problem.py``.
+
+def pdca(problem: JointProblem, models: Tensor, edges: Tensor) -> Restoration:
+    r"""Algorithm 1's server part: PDCA from :math:`\Theta = (\Psi^{(0)}, w^{(0)})`,
+    :math:`\Theta \leftarrow \mathrm{prox}_{g/\rho}(\Theta - (\nabla f(\Theta) - \nabla h(\Theta))/\rho)` with
+    :math:`\rho` fixed, until :math:`\lVert\Psi^{(t+1)} - \Psi^{(t)}\rVert_F < \varepsilon` or ``max_iter``
+    iterations.
+
+    The paper takes :math:`\rho \ge \mathrm{Lip}(\nabla f)`, which :math:`f`'s quartic term in
+    :math:`\Psi` does not have globally; as a safeguard, a step that would raise :math:`F` is retried with
+    :math:`\rho` doubled (kept for the remaining iterations) and counted in ``safeguard_steps`` — 0 means
+    the run was Algorithm 1 exactly. With ``params.extrapolate`` it runs pDCAe instead (Wen, Chen and
+    Pong, Comput. Optim. Appl. 69, 2018), our earlier deviation: the step starts from :math:`Y =
+    \Theta^{(t)} + \frac{\tau_{t-1} - 1}{\tau_t}(\Theta^{(t)} - \Theta^{(t-1)})` with FISTA's :math:`\tau_t`,
+    :math:`\rho` backtracks on :math:`f`'s upper bound (:func:`proximal_step`), and a step that would raise
+    :math:`F` is replaced by the plain one with the momentum restarted. On the result, ``graph_gap``
+    says how far :math:`w` is from the best graph for the final :math:`\Psi`.
     """
     params, rho = problem.params, problem.params.rho
     history = [problem.objective(models, edges)]
     previous_models, previous_edges, momentum = models, edges, 1.0
-    converged = False
+    converged, proxes_converged, safeguard_steps = False, True, 0
     for _ in range(params.max_iter):
         linearised = problem.concave_gradient(models, edges)
         next_momentum = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * momentum**2))
@@ -226,14 +250,19 @@ def pdca(problem: JointProblem, models: Tensor, edges: Tensor) -> Restoration:
         accepted = False
         if weight > 0:
             start = (models + weight * (models - previous_models), edges + weight * (edges - previous_edges))
-            new_models, new_edges, rho = proximal_step(problem, *start, linearised, rho)
+            new_models, new_edges, rho, prox_ok = proximal_step(problem, *start, linearised, rho, upper_bound=True)
             value = problem.objective(new_models, new_edges)
-            accepted = value <= history[-1]
+            accepted = not _rises(value, history[-1])
             if not accepted:  # the extrapolated step would raise F: restart the momentum
                 next_momentum = 1.0
-        if not accepted:  # Algorithm 1's plain step
-            new_models, new_edges, rho = proximal_step(problem, models, edges, linearised, rho)
+        while not accepted:  # Algorithm 1's step
+            new_models, new_edges, rho, prox_ok = proximal_step(problem, models, edges, linearised, rho,
+                                                                upper_bound=params.extrapolate)
             value = problem.objective(new_models, new_edges)
+            accepted = not _rises(value, history[-1]) or rho >= 2.0**50 * params.rho  # else a step of ~0
+            if not accepted:
+                rho, safeguard_steps = 2.0 * rho, safeguard_steps + 1
+        proxes_converged = proxes_converged and prox_ok
         history.append(value)
         moved = float((new_models - models).norm())
         previous_models, previous_edges, momentum = models, edges, next_momentum
@@ -241,7 +270,8 @@ def pdca(problem: JointProblem, models: Tensor, edges: Tensor) -> Restoration:
         if moved < params.eps:
             converged = True
             break
-    return Restoration(models, problem.space.matrix(edges), history, converged, rho)
+    return Restoration(models, problem.space.matrix(edges), history, converged, rho, proxes_converged,
+                       problem.graph_gap(models, edges), safeguard_steps)
 
 
 def two_step(problem: JointProblem, models: Tensor, edges: Tensor) -> Restoration:
@@ -252,9 +282,9 @@ def two_step(problem: JointProblem, models: Tensor, edges: Tensor) -> Restoratio
     history = [problem.objective(models, edges)]
     converged, graph_converged = False, True
     for _ in range(params.max_iter):
-        edges, learned, _ = learn_graph(problem.distances(models), problem.space, params.alpha, params.beta,
-                                        params.gamma, start=edges, rho=params.rho)
-        graph_converged = graph_converged and learned
+        learned = learn_graph(problem.distances(models), problem.space, params.alpha, params.beta, params.gamma,
+                              start=edges)
+        edges, graph_converged = learned.edges, graph_converged and learned.converged
         new_models = graph_filter(problem.received, problem.space.matrix(edges), problem.weights, params.alpha,
                                   params.mu, None if problem.mask is None else problem.mask.bool())
         history.append(problem.objective(new_models, edges))
@@ -263,7 +293,8 @@ def two_step(problem: JointProblem, models: Tensor, edges: Tensor) -> Restoratio
         if moved < params.eps:
             converged = True
             break
-    return Restoration(models, problem.space.matrix(edges), history, converged, params.rho, graph_converged)
+    return Restoration(models, problem.space.matrix(edges), history, converged, params.rho, graph_converged,
+                       problem.graph_gap(models, edges))
 
 
 def row_space_coordinates(rows: Tensor) -> tuple[Tensor, Tensor]:
@@ -293,6 +324,7 @@ def restore(
     problem = JointProblem(coordinates, weights, mask, params)
     edges = problem.initial_edges()
     result = (pdca if solver == "pdca" else two_step)(problem, coordinates.clone(), edges)
+    result.distances = problem.distances(problem.received)
     result.models = (result.models @ basis.T if reduce else result.models).to(received.dtype)
     result.graph = result.graph.to(received.dtype)
     return result

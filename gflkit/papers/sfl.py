@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from gflkit.profiles import Profile
+from gflkit.profiles import Profile, chosen_sections
 
 #: Table label → (method, method options).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -135,10 +135,7 @@ def grids(params: Any, sections: Sequence[str] | None = None, data_root: str | P
     of the profile whose readings are present under ``data_root``, Tables 3 and 4 and the three appendix
     ablations (SFL*'s structure-learning steps; communication frequency at a fixed total of local epochs;
     local epochs between communications) on MNIST."""
-    chosen = list(sections or SECTIONS)
-    unknown = sorted(set(chosen) - set(SECTIONS))
-    if unknown:
-        raise ValueError(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
+    chosen = chosen_sections(sections, SECTIONS)
     sweep, seeds = params.sweep, params.seeds
     makers = {
         "table2": lambda: [traffic_config(params, v, name, s) for name in traffic_present(sweep["traffic"], data_root)

@@ -287,6 +287,7 @@ def _scaled(residuals: tuple[Tensor, Tensor, Tensor], multipliers: Tensor, cost:
 
 
 def _merit(residuals: tuple[Tensor, Tensor, Tensor], multipliers: Tensor, cost: Tensor, target: float) -> float:
+    """The sum of squares of the scaled residuals: what a Newton step's backtracking must lower."""
     return sum(float(r.pow(2).sum()) for r in _scaled(residuals, multipliers, cost, target))
 
 
@@ -362,8 +363,9 @@ def learn_graph(
     rows, cols = space.pairs
     multipliers = _feasible_multipliers(None if start is None else start * (scale / beta), cost, space)
     slack = cost - multipliers[rows] - multipliers[cols]
-    edges = (space.num_nodes / len(cost)) / slack
-    best, steps, target = (math.inf, edges), 0, space.num_nodes / len(cost)
+    target = space.num_nodes / len(cost)  # μ where the central path's gap is β per node
+    edges = target / slack
+    best, steps = (math.inf, edges), 0
     while True:
         gap = duality_gap(edges, multipliers, cost, space, 1.0)
         if gap < best[0]:

@@ -6,12 +6,15 @@ at once. At local step :math:`s`, every client :math:`k` that still has a batch 
 .. math::
     g_k = \nabla_w \big[\ell(f_{w_k}(x_{b_{k,s}}), y_{b_{k,s}}) + \text{term}_k(w_k)\big] + \lambda w_k, \qquad
     v_k \leftarrow \begin{cases} g_k & s = 0 \\ \mu v_k + g_k & s > 0 \end{cases}, \qquad
-    w_k \leftarrow w_k - \eta\, v_k
+    w_k \leftarrow w_k - \eta_{k,s}\, v_k
 
-(:class:`torch.optim.SGD` with momentum :math:`\mu`, weight decay :math:`\lambda`, no dampening). All
-gradients of a step are one call of ``torch.func.vmap(torch.func.grad(loss))`` over the rows: the model
-runs through :func:`torch.func.functional_call` with each client's row cut into its parameters (the
-:class:`~gflkit.state.Layout` of the K×d state), so no per-client module exists.
+(:class:`torch.optim.SGD` with momentum :math:`\mu`, weight decay :math:`\lambda`, no dampening; with
+Nesterov momentum the step is :math:`g_k + \mu v_k` instead of :math:`v_k`). The rate :math:`\eta_{k,s}`
+is ``lr``, or under a learning-rate schedule ``config.step_lr(s, n_k)``
+(:meth:`~gflkit.training.TrainConfig.step_lr`, :math:`n_k` the client's batches per epoch), as in the
+sequential loop. All gradients of a step are one call of ``torch.func.vmap(torch.func.grad(loss))``
+over the rows: the model runs through :func:`torch.func.functional_call` with each client's row cut
+into its parameters (the :class:`~gflkit.state.Layout` of the K×d state), so no per-client module exists.
 
 **Same numbers as the sequential loop** (:func:`gflkit.training.local_sgd`), to floating-point tolerance:
 
@@ -173,6 +176,18 @@ def parameter_views(matrix: Tensor, fed: Federation) -> list[Tensor]:
     return [matrix[:, e.slice].view(len(matrix), *e.shape) for e in fed.layout.entries if not e.is_buffer]
 
 
+def step_rates(fed: Federation, clients: Sequence[int], config: TrainConfig, steps: int,
+               dtype: torch.dtype) -> Tensor | None:
+    """Under a learning-rate schedule, the rate of every client's every step (``n × steps``, on the
+    device): :meth:`~gflkit.training.TrainConfig.step_lr` with the client's own batches per epoch;
+    ``None`` without a schedule (every step uses ``lr``)."""
+    if config.lr_schedule is None:
+        return None
+    per_epoch = [-(-len(fed.train_indices[client]) // config.batch_size) for client in clients]
+    by_length = {n: [config.step_lr(step, n) if n else 0.0 for step in range(steps)] for n in set(per_epoch)}
+    return torch.tensor([by_length[n] for n in per_epoch], dtype=dtype).reshape(len(clients), steps).to(fed.device)
+
+
 def client_gradients(fed: Federation, round: int, loss_term: LossTerm | None):
     """``(parameters, x, y, positions, contexts) ↦ (gradients, task losses)``: one step's per-client
     gradients of ``task loss + term``, one tensor per parameter, vectorised over the clients."""
@@ -216,6 +231,7 @@ def train_batched(
     velocity = parameter_views(torch.zeros_like(weights), fed) if config.momentum else None
     stacked = {name: torch.stack([c[name] for c in contexts]) for name in (contexts[0] if contexts else {})}
     positions, samples, sizes = batch_schedule(fed, clients, round, stream, config)
+    rates = step_rates(fed, clients, config, sizes.shape[1], weights.dtype)
     gradients_of = client_gradients(fed, round, loss_term)
     chunk = client_chunk or auto_client_chunk(fed, config.batch_size)
     totals = torch.zeros(len(clients), device=fed.device)
@@ -235,13 +251,21 @@ def train_batched(
                     if config.weight_decay:
                         gradient = gradient.add(row_param, alpha=config.weight_decay)
                     if velocity is not None:
+                        buffer = gradient
                         if step > 0:
-                            gradient = (velocity[i] if whole else velocity[i][part]).mul(config.momentum).add_(gradient)
+                            buffer = (velocity[i] if whole else velocity[i][part]).mul(config.momentum).add_(gradient)
                         if whole:
-                            velocity[i].copy_(gradient)
+                            velocity[i].copy_(buffer)
                         else:
-                            velocity[i][part] = gradient
-                    if whole:
+                            velocity[i][part] = buffer
+                        gradient = gradient.add(buffer, alpha=config.momentum) if config.nesterov else buffer
+                    if rates is not None:  # each row's own rate of its step
+                        update = gradient * rates[part, step].view(-1, *[1] * (gradient.dim() - 1))
+                        if whole:
+                            param.sub_(update)
+                        else:
+                            param[part] = row_param.sub(update)
+                    elif whole:
                         param.add_(gradient, alpha=-config.lr)
                     else:
                         param[part] = row_param.add(gradient, alpha=-config.lr)
@@ -252,4 +276,4 @@ def train_batched(
 
 
 __all__ = ["CPU_MEMORY_BUDGET", "FeaturesAndLogits", "auto_client_chunk", "batch_schedule", "batching_obstacle",
-           "has_dropout", "parameter_views", "slower_than_sequential", "train_batched"]
+           "has_dropout", "parameter_views", "slower_than_sequential", "step_rates", "train_batched"]

@@ -25,7 +25,8 @@ from gflkit.algorithms import ALGORITHMS, build_algorithm
 from gflkit.algorithms.base import make_params
 from gflkit.channel import Channel
 from gflkit.data import SampleDataset, dataset_names, get_spec, load_dataset, load_graph
-from gflkit.data.partition import SCHEMES, ClientSplit, hold_out_clients, partition, split_by_marker, train_test_split
+from gflkit.data.partition import (SCHEMES, ClientSplit, hold_out_clients, matched_test_split, partition,
+                                   split_by_marker, train_test_split)
 from gflkit.data.subgraphs import PARTITIONERS, ClientGraph, make_subgraph_clients
 from gflkit.engine import Checkpoint, Schedule, run_rounds
 from gflkit.federation import LOCAL_TRAINING, Federation, GraphFederation
@@ -37,6 +38,10 @@ from gflkit.threads import limit_threads
 from gflkit.training import TrainConfig
 
 POOLS = ("all", "train")
+TEST_SPLITS = ("client", "matched")
+#: Fields added after runs were stored, with the value every earlier run had: :meth:`RunConfig.to_dict`
+#: leaves a field out while it holds that value, so the stored keys of earlier configs do not change.
+KEYLESS_DEFAULTS: dict[str, Any] = {"test_split": "client", "nesterov": False, "lr_schedule": None}
 ENV_LOCAL_TRAINING = "GFLKIT_LOCAL_TRAINING"
 
 
@@ -58,6 +63,17 @@ class RunConfig:
         max_samples: optional random subsample of the pool (reduced profiles); None keeps everything.
         test_ratio: per-client test fraction; None uses the source's own per-user split (LEAF). Not used
             by graph datasets (their splits are ``partition_options``).
+        test_split: where the clients' test samples come from. ``"client"`` (default): from each client's
+            own samples (``test_ratio``). ``"matched"`` (the SFL authors' protocol): each client trains on
+            all its samples and is tested on samples drawn from the dataset's official test split with
+            the label mix of its training data (:func:`~gflkit.data.partition.matched_test_split`: per
+            label in proportion to its training counts, without replacement within a client, clients
+            drawn independently so they may share test samples). Needs ``pool="train"``,
+            ``test_ratio=None`` and a sample dataset with an official test split and class labels; the
+            number of test samples per client is ``partition_options["test_per_client"]``, by default
+            ``round(N_test / num_clients)`` (at least 1) for the ``N_test`` official test samples (100
+            for MNIST with 100 clients, the authors' number). Left out of :meth:`to_dict` while
+            ``"client"`` (:data:`KEYLESS_DEFAULTS`).
         held_out: fraction of the clients held out as unseen test clients (LEAF's and FedCG's protocol,
             :func:`~gflkit.data.partition.hold_out_clients`): they never train and are scored on all their
             samples; their records carry ``held_out=True``. 0 (default): every client trains.
@@ -72,6 +88,14 @@ class RunConfig:
             training (:class:`~gflkit.training.TrainConfig`: ``"sgd"`` or ``"adam"``, its state
             ``"fresh"`` at every local training or ``"persistent"`` per client). Graph clients take one
             full-batch step per local epoch ("local iterations") and ignore ``batch_size``.
+        nesterov: Nesterov momentum for SGD (needs ``momentum > 0``). Left out of :meth:`to_dict` while
+            ``False`` (:data:`KEYLESS_DEFAULTS`).
+        lr_schedule: ``None`` (default: every step uses ``lr``) or a piecewise-linear learning-rate
+            schedule over the local epochs that replaces ``lr``, restarted at every local training:
+            ``[[epoch, lr], ...]`` knots, epochs non-decreasing from 0, rates >= 0, e.g. the SFL authors'
+            ``[[0, 0], [5, 0.4], [20, 0.001]]`` (:attr:`TrainConfig.lr_schedule
+            <gflkit.training.TrainConfig.lr_schedule>`, :func:`~gflkit.training.scheduled_lr`). Stored as
+            lists of two floats, however written; left out of :meth:`to_dict` while ``None``.
         task: ``classification`` / ``forecasting`` for samples, ``link_prediction`` /
             ``node_classification`` for graphs; ``task_options`` its options (e.g. link prediction's
             ``reconstruction``, :class:`~gflkit.tasks.LinkPredictionTask`).
@@ -93,6 +117,7 @@ class RunConfig:
     pool: str = "all"
     max_samples: int | None = None
     test_ratio: float | None = 0.2
+    test_split: str = "client"
     held_out: float = 0.0
     rounds: int = 10
     clients_per_round: int | None = None
@@ -105,6 +130,8 @@ class RunConfig:
     weight_decay: float = 0.0
     optimizer: str = "sgd"
     optimizer_state: str = "fresh"
+    nesterov: bool = False
+    lr_schedule: list[list[float]] | None = None
     task: str = "classification"
     task_options: dict[str, Any] = field(default_factory=dict)
     data_options: dict[str, Any] = field(default_factory=dict)
@@ -120,6 +147,7 @@ class RunConfig:
             "model": (self.model, sorted(MODELS), ""),
             "partition": (self.partition, PARTITIONERS if self.is_graph else SCHEMES, of_kind),
             "pool": (self.pool, POOLS, ""),
+            "test_split": (self.test_split, TEST_SPLITS, ""),
             "task": (self.task, [t for t in sorted(TASKS) if (t in GRAPH_TASKS) == self.is_graph], of_kind),
         }
         for what, (value, valid, context) in choices.items():
@@ -131,6 +159,7 @@ class RunConfig:
             raise ValueError(f"num_clients must be >= 1, got {self.num_clients}")
         if self.test_ratio is not None and not 0 < self.test_ratio < 1:
             raise ValueError(f"test_ratio must lie in (0, 1) or be None, got {self.test_ratio}")
+        self._check_test_split()
         if not 0 <= self.held_out < 1:
             raise ValueError(f"held_out must be a fraction of the clients in [0, 1), got {self.held_out}")
         if self.held_out and self.is_graph:
@@ -144,6 +173,8 @@ class RunConfig:
         # every hyper-parameter explicit: the same run written two ways shares one stored result
         object.__setattr__(self, "method_options", dataclasses.asdict(algorithm.params))
         object.__setattr__(self, "channel", dataclasses.asdict(self.uplink()))
+        if self.lr_schedule is not None:  # validated, as lists of [epoch, lr] floats (JSON's form)
+            object.__setattr__(self, "lr_schedule", [list(knot) for knot in self.train_config().lr_schedule])
         self.train_config()
         self.schedule()
         try:
@@ -160,14 +191,36 @@ class RunConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
+    def _check_test_split(self) -> None:
+        """Raise ``ValueError`` unless ``test_split`` fits the rest of the config."""
+        per_client = self.partition_options.get("test_per_client")
+        if self.test_split != "matched":
+            if "test_per_client" in self.partition_options:
+                raise ValueError('partition_options["test_per_client"] is for test_split="matched"')
+            return
+        if self.is_graph:
+            raise ValueError('test_split="matched" is for sample datasets; subgraph clients have their own '
+                             "splits (partition_options)")
+        if self.pool != "train":
+            raise ValueError(f'test_split="matched" draws test samples from the official test split, so the '
+                             f'clients must hold training samples only: set pool="train", not {self.pool!r}')
+        if self.test_ratio is not None:
+            raise ValueError(f'test_split="matched" trains each client on all its samples: set test_ratio=None, '
+                             f"not {self.test_ratio}")
+        if per_client is not None and (isinstance(per_client, bool) or not isinstance(per_client, int)
+                                       or per_client < 1):
+            raise ValueError(f'partition_options["test_per_client"] must be a positive integer, got {per_client!r}')
+
     def to_dict(self) -> dict[str, Any]:
-        """The configuration as plain JSON-serialisable data."""
-        return dataclasses.asdict(self)
+        """The configuration as plain JSON-serialisable data (the fields of :data:`KEYLESS_DEFAULTS` only
+        when they differ from it)."""
+        return {name: value for name, value in dataclasses.asdict(self).items()
+                if not (name in KEYLESS_DEFAULTS and value == KEYLESS_DEFAULTS[name])}
 
     def train_config(self) -> TrainConfig:
         """Local-training hyper-parameters."""
         return TrainConfig(self.local_epochs, self.batch_size, self.lr, self.momentum, self.weight_decay,
-                           self.optimizer, self.optimizer_state)
+                           self.optimizer, self.optimizer_state, nesterov=self.nesterov, lr_schedule=self.lr_schedule)
 
     def uplink(self) -> Channel:
         """The channel between clients and server."""
@@ -208,15 +261,48 @@ def client_split(data: SampleDataset, config: RunConfig) -> ClientSplit:
     if config.partition == "natural" and groups is None:
         raise ValueError(f"dataset {config.dataset!r} has no natural users; use iid, shards or dirichlet")
     kwargs = {"groups": groups} if groups is not None else {}
-    parts = partition(data.y[pool], config.partition, config.num_clients, config.seed, **config.partition_options, **kwargs)
+    options = {k: v for k, v in config.partition_options.items() if k != "test_per_client"}
+    parts = partition(data.y[pool], config.partition, config.num_clients, config.seed, **options, **kwargs)
     parts = [pool[p] for p in parts]
-    if config.test_ratio is None:
+    if config.test_split == "matched":
+        split = matched_test_split(data.y, parts, matched_test_pool(data, config),
+                                   matched_test_size(data, config, len(parts)), derive_seed(config.seed, 1))
+    elif config.test_ratio is None:
         split = split_by_marker(parts, data.is_test)
     else:
         split = train_test_split(parts, config.test_ratio, derive_seed(config.seed, 1))
     if config.held_out:
         split = hold_out_clients(split, config.held_out, derive_seed(config.seed, HELD_OUT_CLIENTS))
     return split
+
+
+def matched_test_pool(data: SampleDataset, config: RunConfig) -> torch.Tensor:
+    """The official test samples a ``test_split="matched"`` config draws the clients' test sets from.
+
+    Raises:
+        ValueError: the dataset has no official test split (``is_test`` all False) or no class labels.
+    """
+    if data.y.dim() != 1:
+        raise ValueError(f'test_split="matched" matches class labels; dataset {config.dataset!r} has none '
+                         f"(targets of shape {tuple(data.y.shape)})")
+    marked = data.is_test.clone()
+    if "is_val" in data.info:
+        marked &= ~data.info["is_val"]
+    if not marked.any():
+        raise ValueError(f'test_split="matched" draws from the official test split, which dataset '
+                         f'{config.dataset!r} does not have; use test_split="client" (test_ratio)')
+    return torch.nonzero(marked).flatten()
+
+
+def matched_test_size(data: SampleDataset, config: RunConfig, num_clients: int | None = None) -> int:
+    """Test samples per client of a ``test_split="matched"`` config: ``partition_options["test_per_client"]``,
+    else ``round(N_test / K)`` (at least 1) for the ``N_test`` official test samples and ``K =
+    num_clients`` clients (default ``config.num_clients``; a ``natural`` partition passes its count)."""
+    given = config.partition_options.get("test_per_client")
+    if given is not None:
+        return int(given)
+    clients = config.num_clients if num_clients is None else num_clients
+    return max(round(len(matched_test_pool(data, config)) / clients), 1)
 
 
 @functools.lru_cache(maxsize=4)

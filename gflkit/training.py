@@ -13,7 +13,10 @@ iteration (graph clients, :class:`~gflkit.federation.GraphFederation`).
 """
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Sized
 from dataclasses import dataclass, field
+from math import isfinite
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence
 
 import torch
@@ -26,6 +29,58 @@ from gflkit.state import FlatModule
 OPTIMIZERS = ("sgd", "adam")
 OPTIMIZER_STATES = ("fresh", "persistent")
 
+#: a piecewise-linear learning-rate schedule: knots ``(epoch, learning rate)``, see :func:`scheduled_lr`
+LearningRateSchedule = tuple[tuple[float, float], ...]
+
+
+def scheduled_lr(knots: Sequence[Sequence[float]], epoch_time: float) -> float:
+    r"""The learning rate of the piecewise-linear schedule ``knots`` at ``epoch_time`` (in epochs).
+
+    With knots :math:`(e_0, \eta_0), \dots, (e_m, \eta_m)`, :math:`0 = e_0 \le e_1 \le \dots \le e_m`:
+
+    .. math::
+        \eta(t) = \eta_j + \frac{\eta_{j+1} - \eta_j}{e_{j+1} - e_j}\,(t - e_j)
+        \quad \text{for } e_j \le t < e_{j+1}, \qquad \eta(t) = \eta_m \text{ for } t \ge e_m
+
+    (and :math:`\eta_0` before :math:`e_0`): ``np.interp(t, epochs, lrs)``, computed the same way, so
+    the same float64 value as the SFL authors' ``PiecewiseLinear``. Knots at one epoch make a jump
+    there: at that time the last of them counts.
+    """
+    if epoch_time < knots[0][0]:
+        return float(knots[0][1])
+    if epoch_time >= knots[-1][0]:
+        return float(knots[-1][1])
+    j = bisect_right([float(epoch) for epoch, _ in knots], epoch_time) - 1  # e_j <= t < e_{j+1}
+    (e0, lr0), (e1, lr1) = knots[j], knots[j + 1]
+    if epoch_time == e0:
+        return float(lr0)
+    return (lr1 - lr0) / (e1 - e0) * (epoch_time - e0) + lr0
+
+
+def check_lr_schedule(knots: Any) -> LearningRateSchedule:
+    """``knots`` as a :data:`LearningRateSchedule` of floats, or ``ValueError`` saying what is wrong."""
+    try:
+        pairs = [tuple(knot) for knot in knots]
+    except TypeError:
+        raise ValueError(f"lr_schedule must be a sequence of (epoch, learning rate) pairs, got {knots!r}") from None
+    if not pairs:
+        raise ValueError("lr_schedule needs at least one (epoch, learning rate) knot")
+    if any(len(pair) != 2 for pair in pairs):
+        raise ValueError(f"lr_schedule knots must be (epoch, learning rate) pairs, got {knots!r}")
+    try:
+        schedule = tuple((float(epoch), float(lr)) for epoch, lr in pairs)
+    except (TypeError, ValueError):
+        raise ValueError(f"lr_schedule knots must be pairs of numbers, got {knots!r}") from None
+    if not all(isfinite(epoch) and isfinite(lr) for epoch, lr in schedule):
+        raise ValueError(f"lr_schedule knots must be finite, got {knots!r}")
+    if schedule[0][0] != 0:
+        raise ValueError(f"lr_schedule must start at epoch 0, got a first knot at epoch {schedule[0][0]}")
+    if any(later[0] < earlier[0] for earlier, later in zip(schedule, schedule[1:])):
+        raise ValueError(f"lr_schedule epochs must be non-decreasing, got {[epoch for epoch, _ in schedule]}")
+    if any(lr < 0 for _, lr in schedule):
+        raise ValueError(f"lr_schedule learning rates must be >= 0, got {[lr for _, lr in schedule]}")
+    return schedule
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -34,6 +89,15 @@ class TrainConfig:
     Attributes:
         epochs, batch_size, lr, weight_decay: the local passes, minibatch size, step size and L2 penalty.
         momentum: SGD's momentum (ignored by Adam).
+        nesterov: Nesterov momentum (``torch.optim.SGD(nesterov=True)``); needs SGD with momentum > 0.
+        lr_schedule: ``None`` (default): every step uses ``lr``. Otherwise piecewise-linear knots
+            ``((epoch, lr), ...)`` (epochs non-decreasing from 0, lrs >= 0; :func:`scheduled_lr`) that
+            replace ``lr``, restarted at every local training: with ``n`` batches per epoch, the ``i``-th
+            step of local epoch ``e`` (both from 0) uses the rate at the time the step completes,
+            ``scheduled_lr(lr_schedule, (e n + i + 1) / n)`` (:meth:`step_lr`), as the SFL authors'
+            optimiser wrapper does (it advances its step count before setting the rate): the first step
+            already moves and the last of ``E`` epochs uses the rate at ``E``. Stored as a tuple of
+            float pairs (any sequence of pairs is accepted).
         optimizer: ``"sgd"`` or ``"adam"`` (PyTorch's defaults β = (0.9, 0.999), ε = 1e-8).
         optimizer_state: ``"fresh"``: every local training starts from an empty optimiser state (what
             a stateless client of a simulation does); ``"persistent"``: each client keeps its
@@ -49,10 +113,17 @@ class TrainConfig:
     weight_decay: float = 0.0
     optimizer: str = "sgd"
     optimizer_state: str = "fresh"
+    nesterov: bool = False
+    lr_schedule: LearningRateSchedule | None = None
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of {list(OPTIMIZERS)}")
+        if self.nesterov and (self.optimizer != "sgd" or self.momentum <= 0):
+            raise ValueError(f"nesterov=True needs optimizer='sgd' with momentum > 0, got optimizer="
+                             f"{self.optimizer!r} with momentum {self.momentum}")
+        if self.lr_schedule is not None:
+            object.__setattr__(self, "lr_schedule", check_lr_schedule(self.lr_schedule))
         if self.optimizer_state not in OPTIMIZER_STATES:
             raise ValueError(f"unknown optimizer_state {self.optimizer_state!r}; choose one of "
                              f"{list(OPTIMIZER_STATES)} ('fresh': empty state at every local training, "
@@ -63,6 +134,13 @@ class TrainConfig:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+
+    def step_lr(self, step: int, steps_per_epoch: int) -> float:
+        """The learning rate of a local training's ``step``-th step (from 0, counted over its epochs),
+        with ``steps_per_epoch`` steps per epoch: ``lr``, or the schedule at ``(step + 1) / steps_per_epoch``."""
+        if self.lr_schedule is None:
+            return self.lr
+        return scheduled_lr(self.lr_schedule, (step + 1) / steps_per_epoch)
 
 
 @dataclass
@@ -119,23 +197,44 @@ def batch_positions(num_samples: int, batch_size: int, generator: torch.Generato
     return list(positions.split(batch_size))
 
 
+class Minibatches(Iterator[Batch]):
+    """One pass of :func:`minibatches`: an iterator over its batches whose ``len`` is the number of
+    batches of the pass, known before the order is drawn (at the first ``next``, as a generator would)."""
+
+    def __init__(self, x: Tensor, y: Tensor, indices: Tensor, batch_size: int,
+                 generator: torch.Generator | None = None):
+        self.x, self.y, self.indices, self.batch_size, self.generator = x, y, indices, batch_size, generator
+        self._positions: Iterator[Tensor] | None = None
+
+    def __len__(self) -> int:
+        return -(-len(self.indices) // self.batch_size)
+
+    def __next__(self) -> Batch:
+        if self._positions is None:
+            self._positions = iter(batch_positions(len(self.indices), self.batch_size, self.generator,
+                                                   self.indices.device))
+        chosen = next(self._positions)
+        batch = self.indices[chosen]
+        return Batch(self.x[batch], self.y[batch], chosen)
+
+
 def minibatches(x: Tensor, y: Tensor, indices: Tensor, batch_size: int,
-                generator: torch.Generator | None = None) -> Iterator[Batch]:
+                generator: torch.Generator | None = None) -> Minibatches:
     """One pass over the samples ``x[indices]``, ``y[indices]`` in batches of ``batch_size``.
 
     The order is :func:`batch_positions`'. Batches are gathered straight from the pooled tensors, so a
-    client's data is never copied as a whole; each carries its samples' positions in ``indices``.
+    client's data is never copied as a whole; each carries its samples' positions in ``indices``. The
+    pass knows its number of batches (``len``), which a learning-rate schedule needs.
     """
-    for chosen in batch_positions(len(indices), batch_size, generator, indices.device):
-        batch = indices[chosen]
-        yield Batch(x[batch], y[batch], chosen)
+    return Minibatches(x, y, indices, batch_size, generator)
 
 
 def make_optimizer(parameters: list[torch.nn.Parameter], config: TrainConfig) -> torch.optim.Optimizer:
-    """The configured optimiser over ``parameters``: SGD (with momentum / weight decay) or Adam."""
+    """The configured optimiser over ``parameters``: SGD (with momentum / Nesterov / weight decay) or Adam."""
     if config.optimizer == "adam":
         return torch.optim.Adam(parameters, lr=config.lr, weight_decay=config.weight_decay)
-    return torch.optim.SGD(parameters, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+    return torch.optim.SGD(parameters, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay,
+                           nesterov=config.nesterov)
 
 
 def local_sgd(
@@ -162,14 +261,23 @@ def local_sgd(
     :math:`\ell + \ell_{\text{model}}` over all steps. ``optimizer`` lets a caller re-use one optimiser
     (with empty state) across clients, since building one costs more than a few training steps of a
     small model. ``context`` is handed to the loss term as ``step.context``.
+
+    With ``config.lr_schedule`` every step first sets the learning rate of all of the optimiser's
+    parameter groups to :meth:`TrainConfig.step_lr`, the schedule restarting at this call. The number of
+    batches per epoch is the ``len`` of each ``epoch()`` (:func:`minibatches` has one); an ``epoch()``
+    without a length (a generator, e.g. a graph client's one batch) is first gathered into a list.
     """
     model = flat.module
     context = context or {}
     model.train()
     optimizer = optimizer or make_optimizer(flat.parameters, config)
     total, steps = None, 0
-    for _ in range(config.epochs):
-        for xb, yb, positions in epoch():
+    for e in range(config.epochs):
+        batches = epoch()
+        if config.lr_schedule is not None:
+            batches = batches if isinstance(batches, Sized) else list(batches)
+            per_epoch = len(batches)
+        for i, (xb, yb, positions) in enumerate(batches):
             features = model.features(xb)
             logits = model.head(features)
             loss = loss_fn(logits, yb)
@@ -184,6 +292,10 @@ def local_sgd(
                     loss = loss + extra
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if config.lr_schedule is not None:
+                lr = config.step_lr(e * per_epoch + i, per_epoch)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
             optimizer.step()
             steps += 1
     return float(total) / steps if steps else 0.0

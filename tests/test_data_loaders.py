@@ -69,6 +69,19 @@ def test_mnist_normalisation_is_an_option(tmp_path):
     assert standard.info["scale"] != unit.info["scale"]
 
 
+def test_mnist_raw_pixels_are_the_sfl_authors_inputs(tmp_path):
+    spec, arrays = make_mnist(tmp_path / "root", n_train=12, n_test=6)
+    with registered(spec):
+        raw = load_dataset("mnist", tmp_path / "root", normalize=False, raw=True)
+        with pytest.raises(ValueError, match="raw=True and normalize=True exclude each other"):
+            load_dataset("mnist", tmp_path / "root", raw=True)
+        with pytest.raises(TypeError, match="raw must be True or False"):
+            load_dataset("mnist", tmp_path / "root", normalize=False, raw=1)
+    images = np.concatenate([arrays["train"][0], arrays["test"][0]])
+    assert torch.equal(raw.x, torch.from_numpy(images[:, None].astype(np.float32)))
+    assert raw.x.max() > 1 and raw.info["scale"] == "pixel (0-255)"
+
+
 def test_idx_header_is_checked(tmp_path):
     path = tmp_path / "bad.gz"
     import gzip

@@ -3,9 +3,11 @@ import pytest
 import torch
 
 from gflkit.algorithms import build_algorithm
+from gflkit.algorithms import sfl as sfl_module
 from gflkit.algorithms.sfl import graph_propagate, self_loop_propagation
 from gflkit.engine import Schedule, run_rounds
 from gflkit.graphs import given_graph
+from gflkit.graphs.graph_constructor import LearnedGraph
 from gflkit.training import LocalStep
 
 from conftest import make_federation, run_full_and_resumed
@@ -93,6 +95,7 @@ def test_local_training_starts_from_the_chosen_model(start):
     ({"smoothing": "ema"}, "sfl smoothing must be one of"),
     ({"learn_target": "cosine"}, "sfl learn_target must be one of"),
     ({"learn_k": 0}, "sfl learn_k must be an integer >= 1"),
+    ({"regulariser": "squared"}, "sfl regulariser must be one of"),
     ({"smoothing_rate": 0.0}, r"sfl smoothing_rate must lie in \(0, 1\]"),
     ({"share": "half"}, "share must be one of"),
 ])
@@ -110,12 +113,12 @@ def test_resume_after_checkpoint_reproduces_the_uninterrupted_run(tmp_path, opti
 
 
 # ------------------------------------------------------------------------------------------------- SFL*
-def test_learned_graph_is_relearned_every_round_and_smoothed_with_the_previous_one():
-    fed, algorithm = run(3, graph="learned", learn_k=2)
+def test_learned_graph_is_relearned_every_round_and_smoothed_with_the_previous_one_under_cross_round_smoothing():
+    fed, algorithm = run(3, graph="learned", learn_k=2, smoothing="previous")
     assert algorithm.adjacency is None and len(algorithm.fit_losses) == 3
     propagation = algorithm.propagation
     assert torch.allclose(propagation.sum(1), torch.ones(4)) and bool((propagation >= 0).all())
-    fresh = build_algorithm("sfl", graph="learned", learn_k=2)
+    fresh = build_algorithm("sfl", graph="learned", learn_k=2, smoothing="previous")
     fresh.setup(make_federation())
     first = fresh.learn_propagation(fed, 1)
     second_new = fresh.learn_propagation(fed, 2)  # no prior yet in the fresh object: the new graph itself
@@ -133,6 +136,58 @@ def test_code_smoothing_mixes_with_the_given_graph_and_none_uses_the_learned_gra
     new = alone.learn_propagation(fed, 1)
     assert torch.allclose(given.learn_propagation(fed, 1), 0.95 * self_loop_propagation(given_graph(fed)) + 0.05 * new)
 
+
+
+def test_sfl_star_defaults_are_the_authors_graph_v3():
+    params = build_algorithm("sfl", graph="learned").params
+    assert (params.smoothing, params.learn_target, params.learn_k, params.smoothing_rate) == ("given", "distance", 30, 0.05)
+    assert (params.start, params.regulariser) == ("personal", "gradient"), "the local step stays the paper's"
+
+
+def test_graph_v3_mixes_the_fixed_given_graph_with_each_rounds_fresh_learned_graph(monkeypatch):
+    # 3 clients whose label sets all intersect: the given D^{-1}(A + I) is 1/3 everywhere
+    fed = make_federation(num_clients=3)
+    cycle = torch.tensor([[0.0, 1, 0], [0, 0, 1], [1, 0, 0]])
+    halves = torch.tensor([[0.0, 0.5, 0.5], [0.5, 0, 0.5], [0.5, 0.5, 0]])
+    learned = iter([cycle, halves])
+    monkeypatch.setattr(sfl_module, "learn_client_graph", lambda *args, **kwargs: LearnedGraph(next(learned), (1.0, 0.5)))
+    algorithm = build_algorithm("sfl", graph="learned")
+    algorithm.setup(fed)
+    third = torch.full((3, 3), 1 / 3)
+    assert torch.allclose(algorithm.given_propagation, third)
+    a, b = 19 / 60, 22 / 60  # 0.95 / 3 and 0.95 / 3 + 0.05
+    round1 = torch.tensor([[a, b, a], [a, a, b], [b, a, a]])
+    c, d = 19 / 60, 19 / 60 + 0.025
+    round2 = torch.tensor([[c, d, d], [d, c, d], [d, d, c]])
+    for round, expected in ((1, round1), (2, round2)):
+        updates = torch.randn(3, fed.dim)
+        algorithm.aggregate(fed, torch.arange(3), updates, round)
+        assert torch.allclose(algorithm.propagation, expected), f"round {round}: 0.95 given + 0.05 this round's graph"
+        assert torch.allclose(algorithm.given_propagation, third), "the given graph is never replaced"
+        assert torch.allclose(algorithm.aggregated, graph_propagate(expected, updates, layers=3))
+
+
+def test_start_global_trains_from_the_global_model_and_start_personal_from_its_own():
+    fed, personal = run(2)
+    globally = build_algorithm("sfl", start="global")
+    globally.setup(fed)
+    fed.global_model = personal.aggregated.mean(0)
+    assert torch.equal(personal.configure(fed, 1), fed.models[1])
+    assert torch.equal(globally.configure(fed, 1), fed.global_model)
+    assert not torch.equal(fed.models[1], fed.global_model)
+
+
+def test_the_codes_detached_regulariser_leaves_plain_local_sgd_from_the_global_model():
+    fed, code = run(2, start="global", regulariser="detached", lam_graph=5.0, lam_global=5.0)
+    fedavg = build_algorithm("fedavg")
+    fedavg.shared = code.shared  # FedAvg's setup would reset the global model
+    plain = fedavg.client_update(fed, 1, 3).vector
+    assert torch.equal(code.client_update(fed, 1, 3).vector, plain)
+    paper = build_algorithm("sfl", start="global", lam_graph=5.0, lam_global=5.0)
+    paper.setup(fed)
+    paper.aggregated = code.aggregated
+    fed.global_model = code.aggregated.mean(0)
+    assert not torch.allclose(paper.client_update(fed, 1, 3).vector, plain), "the paper's pulls change training"
 
 # -------------------------------------------------------------------------------------- SFL+Per, SFL+LG
 @pytest.mark.parametrize("share", ["encoder", "head"])

@@ -11,9 +11,30 @@ from gflkit.profiles import resolve_profile
 def test_every_variant_maps_back_to_its_row():
     params = resolve_profile(sfl.PROFILES, "smoke")
     for label in sfl.VARIANTS:
-        assert sfl.variant_of(sfl.variant_config(params, label, 0)) == {"variant": label}
+        assert sfl.variant_of(sfl.variant_config(params, label, 0))["variant"] == label
     star = sfl.variant_config(params, "sfl_star", 0)
-    assert star.method == "sfl" and star.method_options["graph"] == "learned" and star.method_options["learn_k"] == 5
+    assert star.method == "sfl" and star.method_options["graph"] == "learned"
+    assert (star.method_options["smoothing"], star.method_options["learn_target"], star.method_options["learn_k"]) == \
+        ("given", "distance", 30), "SFL* is the authors' graph_v3 by default"
+    assert [sfl.variant_of(sfl.variant_config(params, v, 0))["variant"] for v in ("sfl_star_v2", "sfl_star_cross")] == \
+        ["sfl_star_v2", "sfl_star_cross"]
+
+
+def test_readings_name_the_local_step_and_the_graph_mixing_section_runs_both():
+    params = resolve_profile(sfl.PROFILES, "ci")
+    runs = sfl.grids(params, ["graph_mixing"])["graph_mixing"]
+    labels = [(sfl.variant_of(c)["variant"], sfl.variant_of(c)["reading"]) for c in runs]
+    assert labels == [(v, r) for r in ("paper", "authors_code") for v in sfl.MIXINGS]
+    code = runs[len(sfl.MIXINGS)]
+    assert (code.method_options["start"], code.method_options["regulariser"]) == ("global", "detached")
+    table3 = {sfl.variant_of(c)["variant"]: c for c in sfl.grids(params, ["table3"])["table3"]}
+    assert runs[0] == table3["sfl"] and runs[1] == table3["sfl_star"], "the paper reading's rows are Table 3's runs"
+    assert sfl.variant_of(sfl.variant_config(params, "fedavg", 0))["reading"] == "—"
+    mixed = sfl.variant_config(params, "sfl", 0, method_options={"start": "global"})
+    assert sfl.reading_of(mixed) == "custom"
+    bad = resolve_profile(sfl.PROFILES, "ci", overrides={"readings": ["paper", "code"]})
+    with pytest.raises(ValueError, match=r"unknown reading\(s\) \['code'\]"):
+        sfl.grids(bad, ["graph_mixing"])
 
 
 def test_grids_are_the_notebooks_sections_and_reject_unknown_ones():

@@ -19,7 +19,9 @@ Schemes:
 * :func:`natural` — one client per natural group (LEAF writer, Shakespeare speaking role).
 
 A partition is turned into clients' train and test sets by :func:`train_test_split` (a random
-fraction per client) or :func:`split_by_marker` (the source's own train / test marker).
+fraction per client), :func:`split_by_marker` (the source's own train / test marker) or
+:func:`matched_test_split` (the SFL authors' protocol: the clients' samples all train, and each
+client's test set is drawn from the official test split with the label mix of its training data).
 """
 from __future__ import annotations
 
@@ -298,6 +300,79 @@ def split_by_marker(parts: list[Tensor], is_test: Tensor) -> ClientSplit:
     return ClientSplit(train, test)
 
 
+def largest_remainder(weights: np.ndarray, total: int) -> np.ndarray:
+    r"""Integer counts proportional to non-negative ``weights`` that sum to exactly ``total``.
+
+    Each entry gets :math:`\lfloor t\,w_i / \sum w \rfloor`; the remaining units go one each to the
+    largest fractional parts (ties to the lower index). Used to apportion a client's test samples
+    among its labels (:func:`matched_test_split`).
+    """
+    weights = np.asarray(weights, dtype=np.int64)
+    if weights.ndim != 1 or len(weights) == 0 or weights.min() < 0 or weights.sum() == 0:
+        raise ValueError(f"weights must be a non-empty 1-D array of non-negative counts, not all 0; got {weights}")
+    if total < 0:
+        raise ValueError(f"total must be >= 0, got {total}")
+    exact = total * weights  # quotas times sum(weights): integer arithmetic, so ties are exact
+    counts = exact // weights.sum()
+    remainders = exact - counts * weights.sum()
+    order = np.lexsort((np.arange(len(weights)), -remainders))  # largest remainder first, then lower index
+    counts[order[: total - int(counts.sum())]] += 1
+    return counts
+
+
+def matched_test_split(labels: Tensor, parts: list[Tensor], test_pool: Tensor, size: int, seed: int) -> ClientSplit:
+    r"""Every client trains on all of ``parts[k]`` and is tested on ``size`` samples of ``test_pool`` with
+    the label mix of its training data (the SFL authors' ``split_equal_noniid``, ``data_util.py``).
+
+    Client :math:`k` with training label counts :math:`c_k(l)` gets, for each of its labels :math:`l`,
+    :math:`m_l` test samples of label :math:`l`, :math:`m_l \propto c_k(l)` with
+    :math:`\sum_l m_l =` ``size`` (:func:`largest_remainder`, so a label with a tiny training share
+    may get none; no label outside the client's training labels is ever drawn). The :math:`m_l` are
+    drawn from the samples of ``test_pool`` with label :math:`l` **without replacement**; only when the
+    pool holds fewer (:math:`n_l < m_l`) do samples repeat, each :math:`\lfloor m_l/n_l \rfloor` or
+    :math:`\lceil m_l/n_l \rceil` times. Clients draw **independently**: two clients with a label in
+    common may share test samples (as in the authors' code); no test sample is any client's training
+    sample as long as ``test_pool`` and the parts are disjoint (the official test vs training split).
+    One generator, seeded by ``seed``, serves the clients in order and, within a client, its labels in
+    increasing order. Test index sets are sorted and may repeat an index only in the case above.
+
+    Args:
+        labels: ``(N,)`` class ids of the whole dataset (the space of all indices).
+        parts: each client's training indices.
+        test_pool: the indices test samples are drawn from (e.g. the official test split).
+        size: test samples per client, ``>= 1``.
+        seed: seeds the draw.
+
+    Raises:
+        ValueError: ``size < 1``, labels not 1-D class ids, a client without training samples, or a
+            client label that needs test samples but has none in ``test_pool``.
+    """
+    y = _labels_array(labels)
+    if size < 1:
+        raise ValueError(f"the number of test samples per client must be >= 1, got {size}")
+    pool = test_pool.cpu().numpy()
+    by_label = {int(label): pool[y[pool] == label] for label in np.unique(y[pool])}
+    rng = np.random.default_rng(seed)
+    test = []
+    for k, part in enumerate(parts):
+        own = y[part.cpu().numpy()]
+        if len(own) == 0:
+            raise ValueError(f"client {k} has no training samples whose labels its test set could match")
+        present, counts = np.unique(own, return_counts=True)
+        draws = []
+        for label, quota in zip(present.tolist(), largest_remainder(counts, size).tolist()):
+            if quota == 0:
+                continue
+            candidates = by_label.get(label, pool[:0])
+            if len(candidates) == 0:
+                raise ValueError(f"client {k} needs {quota} test samples of label {label}, which the test split "
+                                 f"does not hold")
+            repeats, rest = divmod(quota, len(candidates))
+            draws += [candidates] * repeats + [rng.choice(candidates, rest, replace=False)]
+        test.append(_to_index(np.concatenate(draws)))
+    return ClientSplit([part.sort().values for part in parts], test)
+
+
 def num_held_out(num_clients: int, fraction: float) -> int:
     """How many of ``num_clients`` clients a hold-out ``fraction`` keeps for testing: round(f·K), at least
     one and at most K − 1 when ``fraction > 0`` (so that someone trains and someone is tested)."""
@@ -368,6 +443,8 @@ __all__ = [
     "iid",
     "label_counts",
     "label_shards",
+    "largest_remainder",
+    "matched_test_split",
     "natural",
     "num_held_out",
     "overlap_fraction",

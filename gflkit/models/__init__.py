@@ -12,6 +12,7 @@ from gflkit.models.fedcg import FedCGNet
 from gflkit.models.lstm import CharLSTM
 from gflkit.models.mclr import MCLR, MCLRReLU
 from gflkit.models.mobilenet import MobileNetV2
+from gflkit.models.resnet9 import ResNet9
 from gflkit.models.rnn import RNNForecaster
 from gflkit.models.seq2seq import GRUSeq2Seq
 from gflkit.models.vgae import VGAE
@@ -24,6 +25,7 @@ MODELS: dict[str, type[FeatureModel]] = {
     "leaf_celeba_cnn": LeafCelebACNN,
     "fedcg": FedCGNet,
     "mobilenet_v2": MobileNetV2,
+    "resnet9": ResNet9,
     "char_lstm": CharLSTM,
     "gru_seq2seq": GRUSeq2Seq,
     "rnn": RNNForecaster,
@@ -39,6 +41,6 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int, **opt
 
 
 __all__ = [
-    "FeatureModel", "MCLR", "MCLRReLU", "McMahanCNN", "SimpleCNN", "LeafCelebACNN", "FedCGNet", "MobileNetV2", "CharLSTM", "GRUSeq2Seq", "RNNForecaster", "VGAE", "MODELS",
+    "FeatureModel", "MCLR", "MCLRReLU", "McMahanCNN", "SimpleCNN", "LeafCelebACNN", "FedCGNet", "MobileNetV2", "ResNet9", "CharLSTM", "GRUSeq2Seq", "RNNForecaster", "VGAE", "MODELS",
     "build_model",
 ]

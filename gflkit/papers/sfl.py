@@ -17,8 +17,16 @@ personal part). Every table says which protocol ran.
 the client's own label proportions; here every client's shards are split 80 / 20 into train and test
 (the same label distribution; :class:`~gflkit.experiment.RunConfig` ``pool="all"``, as FedSKA's notebook).
 
-Variants (:data:`VARIANTS`): SFL* is SFL with ``graph="learned"``; SFL+LG and SFL+Per are SFL with
-``share="head"`` / ``share="encoder"`` (Table 4: the structured aggregation on the federated part only).
+Variants (:data:`VARIANTS`): SFL* is SFL with ``graph="learned"``, by default mixed as the authors'
+``graph_v3`` (the row the paper reports: their README runs ``--agg graph_v3``); ``sfl_star_v2`` is
+their ``graph_v2`` (the learned graph alone, Algorithm 1's literal reading) and ``sfl_star_cross`` our
+earlier cross-round smoothing. SFL+LG and SFL+Per are SFL with ``share="head"`` / ``share="encoder"``
+(Table 4: the structured aggregation on the federated part only).
+
+**Two readings of the local step** (:data:`READINGS`, :mod:`gflkit.algorithms.sfl`): the paper's
+(``start="personal"``, the pulls in the gradient; every table's default) and the authors' code's
+(``start="global"``, the pulls detached, i.e. plain local SGD from the global model). The
+``graph_mixing`` section runs SFL and the three SFL* mixings under both.
 """
 from __future__ import annotations
 
@@ -37,15 +45,25 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "lg_fedavg": ("lg_fedavg", {}),
     "sfl": ("sfl", {}),
     "sfl_star": ("sfl", {"graph": "learned"}),
+    "sfl_star_v2": ("sfl", {"graph": "learned", "smoothing": "none"}),
+    "sfl_star_cross": ("sfl", {"graph": "learned", "smoothing": "previous"}),
     "sfl_lg": ("sfl", {"share": "head"}),
     "sfl_per": ("sfl", {"share": "encoder"}),
 }
 LABELS = {"fedavg": "FedAvg", "fedatt": "FedAtt", "fedper": "FedPer", "lg_fedavg": "LG-FedAvg", "sfl": "SFL",
-          "sfl_star": "SFL*", "sfl_lg": "SFL+LG", "sfl_per": "SFL+Per"}
+          "sfl_star": "SFL*", "sfl_star_v2": "SFL* (graph_v2)", "sfl_star_cross": "SFL* (across rounds)",
+          "sfl_lg": "SFL+LG", "sfl_per": "SFL+Per"}
+#: The local step's readings: SFL option values of the paper's text and of the authors' code.
+READINGS: dict[str, dict[str, str]] = {
+    "paper": {"start": "personal", "regulariser": "gradient"},
+    "authors_code": {"start": "global", "regulariser": "detached"},
+}
+#: The ``graph_mixing`` section's rows: the given graph and SFL*'s three ways of mixing the learned one.
+MIXINGS = ("sfl", "sfl_star", "sfl_star_v2", "sfl_star_cross")
 TABLE3 = ("fedavg", "fedatt", "fedper", "lg_fedavg", "sfl", "sfl_star")
 TABLE4 = ("fedavg", "fedatt", "sfl", "sfl_lg", "sfl_per")
 TABLE2 = ("fedavg", "fedatt", "sfl", "sfl_star")
-SECTIONS = ("table2", "table3", "table4", "learn_steps", "frequency", "local_epochs")
+SECTIONS = ("table2", "table3", "table4", "graph_mixing", "learn_steps", "frequency", "local_epochs")
 #: The traffic datasets of Table 2 (readings absent offline: the notebook draws their sensor graphs).
 TRAFFIC = ("metr_la", "pems_bay", "pemsd4", "pemsd8")
 #: Table 2's setting on a traffic dataset: one client per sensor, the "pure RNN" (hidden 64), the paper's
@@ -58,14 +76,36 @@ BASE = dict(dataset="mnist", num_clients=100, model="mcmahan_cnn", partition="sh
             partition_options={"shards_per_client": 2}, batch_size=128, lr=0.001, momentum=0.0,
             rounds=20, local_epochs=20, evaluate="server")
 
+
+def authors_schedule(epochs: int) -> list[list[float]]:
+    """The SFL authors' per-round learning-rate schedule over ``epochs`` local epochs (``federated.py``:
+    ``PiecewiseLinear([0, 5, E], [0, 0.4, 0.001])``), restarted every round. Below 20 epochs the warm-up
+    knot moves to ``E / 4`` (ours: their knots need E > 5), so ``authors_schedule(20)`` is theirs."""
+    return [[0.0, 0.0], [min(5.0, epochs / 4), 0.4], [float(epochs), 0.001]]
+
+
+#: The SFL authors' MNIST training (their code, not the paper's text; ``BResidual.py``, ``federated.py``,
+#: ``data_util.py``): the ResNet-9-style network with BatchNorm, SGD with Nesterov momentum 0.9 and weight
+#: decay 5e-4 under :func:`authors_schedule`, batch 128, raw 0–255 pixels, clients' training shards from the
+#: official training set and test samples drawn from the official test set with each client's label mix
+#: (100 per client at K = 100), and their local step (:data:`READINGS` ``"authors_code"``). Not reproduced:
+#: their ``drop_last`` (a client's last partial batch is trained on here) and their random redraw of each
+#: shard's samples from all images of its label.
+AUTHORS_CODE_BASE = dict(BASE, model="resnet9", pool="train", test_ratio=None, test_split="matched",
+                         data_options={"normalize": False, "raw": True}, momentum=0.9, nesterov=True,
+                         weight_decay=5e-4, lr=0.4, lr_schedule=authors_schedule(20))
+#: What the ``authors_code`` profiles run: Table 3's FedAvg, SFL and SFL* and the graph mixings, no ablations.
+AUTHORS_CODE_SWEEP = {"traffic": (), "table3": ("fedavg", "sfl", "sfl_star"), "table4": (), "readings": ("authors_code",),
+                      "timing_layers": (), "learn_steps": (), "frequency": (), "local_epochs": ()}
+
 PROFILES = {
     # scikit-learn's embedded digits (8 × 8), 20 clients, MCLR, 4 rounds: the whole notebook in about a minute.
     "smoke": Profile(
         "smoke",
         base=dict(BASE, dataset="digits", num_clients=20, model="mclr", batch_size=16, lr=0.05, rounds=4,
                   local_epochs=1),
-        method_options={"sfl": {"learn_k": 5}},
-        sweep={"traffic": (), "table3": TABLE3, "table4": TABLE4, "timing_layers": (2, 3, 5), "learn_steps": (0, 10),
+        sweep={"traffic": (), "table3": TABLE3, "table4": TABLE4, "readings": tuple(READINGS),
+               "timing_layers": (2, 3, 5), "learn_steps": (0, 10),
                "frequency": ((2, 2), (4, 1)), "local_epochs": (1, 2)},
     ),
     # Real MNIST (6,000 pooled samples), 10 clients of 2 shards, the paper's CNN and batch size, 10 rounds of
@@ -73,15 +113,27 @@ PROFILES = {
     "ci": Profile(
         "ci",
         base=dict(BASE, num_clients=10, max_samples=6_000, rounds=10, local_epochs=1, lr=0.01),
-        method_options={"sfl": {"learn_k": 5}},
-        sweep={"traffic": (), "table3": TABLE3, "table4": TABLE4, "timing_layers": (2, 3, 5), "learn_steps": (0, 10, 50),
+        sweep={"traffic": (), "table3": TABLE3, "table4": TABLE4, "readings": tuple(READINGS),
+               "timing_layers": (2, 3, 5), "learn_steps": (0, 10, 50),
                "frequency": ((5, 2), (10, 1)), "local_epochs": (1, 2)},
     ),
+    # The authors' code's MNIST training (AUTHORS_CODE_BASE) at the paper's budget: for a GPU (a ResNet-9
+    # step on 128 images takes seconds on one CPU core).
+    "authors_code": Profile("authors_code", base=AUTHORS_CODE_BASE, method_options={"sfl": READINGS["authors_code"]},
+                            sweep=AUTHORS_CODE_SWEEP),
+    # The same at a CPU-minutes scale: 10 clients of 60 training images (one batch), 4 local epochs under the
+    # schedule compressed to 4 epochs, 2 rounds, 50 matched test images per client.
+    "authors_code_ci": Profile(
+        "authors_code_ci",
+        base=dict(AUTHORS_CODE_BASE, num_clients=10, max_samples=600, rounds=2, local_epochs=4,
+                  lr_schedule=authors_schedule(4), partition_options={"shards_per_client": 2, "test_per_client": 50}),
+        method_options={"sfl": READINGS["authors_code"]}, sweep=AUTHORS_CODE_SWEEP),
     # The paper's setting (one seed: the paper reports one number per cell).
     "paper": Profile(
         "paper",
         base=BASE,
-        sweep={"traffic": TRAFFIC, "table3": TABLE3, "table4": TABLE4, "timing_layers": (2, 3, 5),
+        sweep={"traffic": TRAFFIC, "table3": TABLE3, "table4": TABLE4, "readings": tuple(READINGS),
+               "timing_layers": (2, 3, 5),
                "learn_steps": (0, 5, 10, 20, 50),
                "frequency": ((10, 40), (20, 20), (40, 10)), "local_epochs": (5, 10, 20, 40)},
     ),
@@ -103,15 +155,40 @@ def variant_config(params: Any, label: str, seed: int, **changes: Any):
     return params.config(method=method, method_options=merged, seed=seed, **changes)
 
 
+def _check_readings(names: Iterable[str]) -> list[str]:
+    names = list(names)
+    unknown = sorted(set(names) - set(READINGS))
+    if unknown:
+        raise ValueError(f"unknown reading(s) {unknown} in sweep entry 'readings'; choose from {sorted(READINGS)}")
+    return names
+
+
+def _marks_match(options: dict[str, Any], marks: dict[str, Any]) -> bool:
+    """Whether SFL ``options`` are the variant ``marks``': the graph's kind, SFL*'s mixing and ``share``."""
+    learned = options.get("graph") == "learned"
+    return (learned == (marks.get("graph") == "learned")
+            and options.get("share", "all") == marks.get("share", "all")
+            and (not learned or options.get("smoothing", "given") == marks.get("smoothing", "given")))
+
+
+def reading_of(config: Any) -> str:
+    """The local-step reading (:data:`READINGS`) of an SFL run, ``"custom"`` for another mix, ``"—"`` for
+    the other methods (their local step has one reading)."""
+    if config.method != "sfl":
+        return "—"
+    options = config.method_options
+    return next((name for name, values in READINGS.items()
+                 if all(options.get(key) == value for key, value in values.items())), "custom")
+
+
 def variant_of(config: Any) -> dict[str, str]:
-    """``{"variant": label}`` of a run config: the table row it belongs to (for ``run_grid(columns=...)``).
-    SFL's rows differ by whether the graph is learned and by ``share``; its given graph may be any."""
+    """``{"variant": label, "reading": ...}`` of a run config: the table row it belongs to and the local
+    step's reading (for ``run_grid(columns=...)``). SFL's rows differ by whether the graph is learned, by
+    SFL*'s mixing (``smoothing``) and by ``share``; its given graph may be any."""
     options = config.method_options
     for label, (method, marks) in VARIANTS.items():
-        if config.method == method and (method != "sfl" or (
-                (options.get("graph") == "learned") == (marks.get("graph") == "learned")
-                and options.get("share", "all") == marks.get("share", "all"))):
-            return {"variant": label}
+        if config.method == method and (method != "sfl" or _marks_match(options, marks)):
+            return {"variant": label, "reading": reading_of(config)}
     raise ValueError(f"run {config.method} {config.method_options} is none of the table variants")
 
 
@@ -134,7 +211,8 @@ def grids(params: Any, sections: Sequence[str] | None = None, data_root: str | P
     """The run configs of each notebook section (``gflkit precompute sfl``): Table 2 on the traffic datasets
     of the profile whose readings are present under ``data_root``, Tables 3 and 4 and the three appendix
     ablations (SFL*'s structure-learning steps; communication frequency at a fixed total of local epochs;
-    local epochs between communications) on MNIST."""
+    local epochs between communications) on MNIST, and SFL / SFL*'s mixings under both local-step readings
+    (``graph_mixing``)."""
     chosen = chosen_sections(sections, SECTIONS)
     sweep, seeds = params.sweep, params.seeds
     makers = {
@@ -142,6 +220,8 @@ def grids(params: Any, sections: Sequence[str] | None = None, data_root: str | P
                            for s in seeds for v in TABLE2],
         "table3": lambda: [variant_config(params, v, s) for s in seeds for v in _check_labels(sweep["table3"], "table3")],
         "table4": lambda: [variant_config(params, v, s) for s in seeds for v in _check_labels(sweep["table4"], "table4")],
+        "graph_mixing": lambda: [variant_config(params, v, s, method_options=READINGS[r]) for s in seeds
+                                 for r in _check_readings(sweep["readings"]) for v in MIXINGS],
         "learn_steps": lambda: [variant_config(params, "sfl_star", s, method_options={"learn_steps": n})
                                 for s in seeds for n in sweep["learn_steps"]],
         "frequency": lambda: [variant_config(params, "sfl", s, rounds=r, local_epochs=e)

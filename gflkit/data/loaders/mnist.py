@@ -72,21 +72,29 @@ MEAN, STD = 0.1307, 0.3081  # of the 60,000 training images' pixels / 255 (the a
 
 
 def load_mnist(spec: DatasetSpec, root: Path, *, download: bool = True, normalize: bool = True,
-               **options: Any) -> SampleDataset:
+               raw: bool = False, **options: Any) -> SampleDataset:
     """MNIST, 60,000 train + 10,000 test, as ``(N, 1, 28, 28)`` ``float32``.
 
     ``normalize=True`` (default, the FedSKA authors' input pipeline): ``(pixel / 255 − 0.1307) / 0.3081``;
-    ``normalize=False``: ``pixel / 255`` in ``[0, 1]``.
+    ``normalize=False``: ``pixel / 255`` in ``[0, 1]``; ``raw=True`` (with ``normalize=False``): the pixel
+    values 0–255 as floats — what the SFL authors' code trains on (it reads the datasets' ``.data``
+    tensors, so its ``Normalize`` transform is never applied).
     """
-    reject_options(spec, options, allowed=("normalize",))
-    if not isinstance(normalize, bool):
-        raise TypeError(f"mnist option normalize must be True or False, got {normalize!r}")
+    reject_options(spec, options, allowed=("normalize", "raw"))
+    for name, value in (("normalize", normalize), ("raw", raw)):
+        if not isinstance(value, bool):
+            raise TypeError(f"mnist option {name} must be True or False, got {value!r}")
+    if raw and normalize:
+        raise ValueError("mnist options raw=True and normalize=True exclude each other: raw pixels are 0-255 "
+                         "unscaled; pass normalize=False with raw=True")
     require_files(spec, root, download=download)
     data = cached_conversion(spec, root, spec.files, _convert)
-    x = data["x"].float().div_(255.0)
+    x = data["x"].float()
+    if not raw:
+        x = x.div_(255.0)
     if normalize:
         x = x.sub_(MEAN).div_(STD)
-    scale = f"(pixel / 255 - {MEAN}) / {STD}" if normalize else "pixel / 255"
+    scale = "pixel (0-255)" if raw else f"(pixel / 255 - {MEAN}) / {STD}" if normalize else "pixel / 255"
     background = f"{-MEAN / STD:.4f} (black)" if normalize else "0.0 (black)"
     return SampleDataset(spec.name, x, data["y"], 10, data["is_test"], info={"background": background, "scale": scale})
 

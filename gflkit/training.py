@@ -143,6 +143,16 @@ class TrainConfig:
         return scheduled_lr(self.lr_schedule, (step + 1) / steps_per_epoch)
 
 
+
+def plain_sgd_obstacle(config: TrainConfig) -> str | None:
+    """Why local training under ``config`` is not plain SGD at one constant rate (``None`` when it is):
+    methods whose server divides a displacement by the step size (SCAFFOLD, FedCG's student) need it."""
+    if config.optimizer != "sgd" or config.momentum != 0:
+        return f"optimizer {config.optimizer!r} with momentum {config.momentum}"
+    if config.lr_schedule is not None:
+        return f"a learning-rate schedule {list(config.lr_schedule)}"
+    return None
+
 @dataclass
 class LocalStep:
     """What a loss term may look at: the batch, its representation and its predictions.

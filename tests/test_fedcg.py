@@ -266,6 +266,9 @@ def test_all_layers_and_options_are_checked():
     fed.train_config = TrainConfig(momentum=0.9)
     with pytest.raises(ValueError, match="plain SGD"):
         run_rounds(fed, build_algorithm("fedcg"), Schedule(1), progress=False)
+    fed.train_config = TrainConfig(lr_schedule=[[0, 0.1], [1, 0.01]])
+    with pytest.raises(ValueError, match="plain SGD at one rate only; got a learning-rate schedule"):
+        run_rounds(fed, build_algorithm("fedcg"), Schedule(1), progress=False)
 
 
 def test_resume_reproduces_the_uninterrupted_run(tmp_path):

@@ -72,6 +72,9 @@ def test_adam_and_bad_options_are_refused():
     fed.train_config = TrainConfig(momentum=0.9)
     with pytest.raises(ValueError, match="with momentum 0.9"):
         build_algorithm("scaffold").setup(fed)
+    fed.train_config = TrainConfig(lr_schedule=[[0, 0.1], [1, 0.01]])
+    with pytest.raises(ValueError, match=r"a learning-rate schedule \[\(0.0, 0.1\), \(1.0, 0.01\)\]"):
+        build_algorithm("scaffold").setup(fed)
     with pytest.raises(ValueError, match="global_lr must be > 0"):
         build_algorithm("scaffold", global_lr=0)
 

@@ -45,6 +45,7 @@ from gflkit.algorithms.fedavg import FedAvg
 from gflkit.federation import Federation, LocalResult
 from gflkit.graphs.adjacency import inverse_distance_similarity, self_weighted
 from gflkit.models.fedcg import FedCGNet
+from gflkit.training import plain_sgd_obstacle
 
 ADJACENCIES = ("distance", "fixed")
 
@@ -91,10 +92,11 @@ class FedCG(FedAvg):
         if not isinstance(self.model, FedCGNet):
             raise ValueError(f"method {self.name!r} trains a FedCG network: use model='fedcg' (got "
                              f"{type(self.model).__name__})")
-        if fed.train_config.optimizer != "sgd" or fed.train_config.momentum != 0:
+        obstacle = plain_sgd_obstacle(fed.train_config)
+        if obstacle:
             raise ValueError(f"{self.name} weights the student's loss to give it its own SGD step size, which holds for "
-                             f"plain SGD only; got optimizer {fed.train_config.optimizer!r} with momentum "
-                             f"{fed.train_config.momentum}: use optimizer='sgd', momentum=0")
+                             f"plain SGD at one rate only; got {obstacle}: use optimizer='sgd', momentum=0 and no "
+                             "lr_schedule")
         if self.assigns_domains != (self.model.domains == "assigned"):
             raise ValueError(f"method {self.name!r} with a FedCG network of domains={self.model.domains!r}: the "
                              "network's domains='assigned' goes with a method that assigns each client its domain, "

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from gflkit.algorithms.fedavg import FedAvg
 from gflkit.federation import Federation, LocalResult
-from gflkit.training import LocalStep
+from gflkit.training import LocalStep, plain_sgd_obstacle
 
 
 @dataclass(frozen=True)
@@ -67,10 +67,11 @@ class Scaffold(FedAvg):
 
     def setup(self, fed: Federation) -> None:
         super().setup(fed)
-        if fed.train_config.optimizer != "sgd" or fed.train_config.momentum != 0:
-            raise ValueError(f"scaffold's control variates assume plain SGD local steps (option II divides the "
-                             f"displacement by K·lr), got optimizer {fed.train_config.optimizer!r} with momentum "
-                             f"{fed.train_config.momentum}; use optimizer='sgd', momentum=0")
+        obstacle = plain_sgd_obstacle(fed.train_config)
+        if obstacle:
+            raise ValueError(f"scaffold's control variates assume plain SGD local steps at one rate (option II "
+                             f"divides the displacement by K·lr), got {obstacle}; use optimizer='sgd', "
+                             "momentum=0 and no lr_schedule")
         self.trainable = fed.layout.parameter_mask(fed.device)
         self.server_control = torch.zeros(fed.dim, device=fed.device)
         self.client_controls = torch.zeros(fed.num_clients, fed.dim, device=fed.device)

@@ -242,10 +242,80 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = 150) -> Path:
     return path
 
 
+def critical_difference_diagram(
+    average_ranks: pd.Series, cd: float, ax: Axes | None = None, title: str | None = None
+) -> Axes:
+    """Demšar's critical-difference diagram of methods' average ranks over several settings.
+
+    ``average_ranks`` is indexed by method (e.g. :func:`gflkit.papers.ranking.average_ranks`), ``cd`` the
+    critical difference (:func:`gflkit.papers.ranking.nemenyi_critical_difference`). The rank axis runs
+    from 1 (best) on the **left** to the number of methods on the right. Each method hangs from its
+    average rank by an elbow line to its name, the better half on the left, the worse half on the right,
+    with the average rank written on the elbow. A bar of length ``cd`` labelled "CD" sits above the axis,
+    and a thick bar joins each group of methods whose average ranks all lie within ``cd`` of each other
+    (:func:`gflkit.papers.ranking.cd_groups`): methods not joined by a bar differ significantly.
+    """
+    from gflkit.papers.ranking import cd_groups
+
+    if not isinstance(average_ranks, pd.Series) or average_ranks.empty:
+        raise ValueError("average_ranks must be a non-empty Series indexed by method")
+    ordered = average_ranks.astype(np.float64).sort_values(kind="stable")
+    groups = cd_groups(ordered, cd)  # validates cd and the ranks
+    names = [str(name) for name in ordered.index]
+    values = ordered.to_numpy()
+    k = max(len(values), int(np.ceil(values.max())))
+    ax = _axes(ax)
+    line = {"color": "black", "linewidth": 1.0}
+    # rank axis at y = 0, ticks and numbers above it
+    ax.plot([1, k], [0, 0], **line)
+    for r in range(1, k + 1):
+        ax.plot([r, r], [0, 0.1], **line)
+        ax.text(r, 0.15, str(r), ha="center", va="bottom", fontsize="small")
+    for r in np.arange(1.5, k):
+        ax.plot([r, r], [0, 0.05], **line)
+    # the CD bar above the numbers, starting at rank 1
+    cd_y = 0.7
+    ax.plot([1, 1 + cd], [cd_y, cd_y], **line)
+    for end in (1, 1 + cd):
+        ax.plot([end, end], [cd_y - 0.05, cd_y + 0.05], **line)
+    ax.text(1 + cd / 2, cd_y + 0.08, "CD", ha="center", va="bottom", fontsize="small")
+    # group bars just below the axis, one level per group
+    level = 0.15
+    for i, group in enumerate(groups):
+        members = [values[names.index(name)] for name in group]
+        y = -level * (i + 1)
+        ax.plot([min(members) - 0.03, max(members) + 0.03], [y, y], color="black", linewidth=4.0,
+                solid_capstyle="round")
+    # elbow lines to the names: better half left (best on top), worse half right (worst on top)
+    top = -level * (len(groups) + 1) - 0.2
+    row = 0.3
+    half = (len(values) + 1) // 2
+    left = list(range(half))
+    right = list(range(len(values) - 1, half - 1, -1))
+    margin = 0.4
+    for side, indices in (("left", left), ("right", right)):
+        end_x = 1 - margin if side == "left" else k + margin
+        for j, i in enumerate(indices):
+            y = top - row * j
+            ax.plot([values[i], values[i], end_x], [0, y, y], **line)
+            ax.text(end_x + (-0.05 if side == "left" else 0.05), y, names[i], va="center",
+                    ha="right" if side == "left" else "left")
+            ax.text((values[i] + end_x) / 2, y + 0.03, f"{values[i]:.2f}", ha="center", va="bottom",
+                    fontsize="x-small")
+    bottom = top - row * max(len(left), len(right))
+    ax.set_xlim(1 - 2.5 * margin, k + 2.5 * margin)
+    ax.set_ylim(bottom, cd_y + 0.35)
+    ax.set_axis_off()
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
 __all__ = [
     "LAYOUTS",
     "adjacency_heatmap",
     "client_distribution",
+    "critical_difference_diagram",
     "draw_client_graph",
     "label_distribution",
     "learning_curves",

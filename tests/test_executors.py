@@ -23,7 +23,7 @@ from gflkit.results import ResultStore
 SMALL = dict(dataset="digits", num_clients=10, partition="shards", partition_options={"shards_per_client": 2},
              rounds=3, batch_size=16, lr=0.05)
 TIME_LIMIT_S = 240  # per test: a hung Ray task must fail the test, not hang the suite
-PAPER_NOTEBOOKS = ("quickstart", "fedska", "jgesr", "fedvgae", "sfl", "fedcg")
+PAPER_NOTEBOOKS = ("quickstart", "fedska", "jgesr", "fedvgae", "sfl", "fedcg", "benchmark")
 
 
 @pytest.fixture(autouse=True)

@@ -58,9 +58,3 @@ def test_the_papers_numbers_cover_tables_2_to_5():
     mnist = reported("sfl", "table3").query("dataset == 'mnist'").set_index("method")["value"]
     assert mnist["sfl_star"] == 92.65 and mnist["fedavg"] == 90.96 and mnist.isna().sum() == 1  # LG-FedAvg illegible
     assert set(numbers["method"]) <= set(sfl.VARIANTS)
-
-
-def test_time_rounds_measures_training_and_aggregation():
-    params = resolve_profile(sfl.PROFILES, "smoke", overrides={"num_clients": 4})
-    timed = sfl.time_rounds(sfl.variant_config(params, "sfl", 0), device="cpu", rounds=1, layers=5)
-    assert timed["training_s"] > 0 and timed["aggregation_s"] > 0

@@ -15,7 +15,9 @@ A method is a small class with
 * :meth:`Algorithm.evaluation_models`: the model the server holds for each client (the ``"server"``
   evaluation protocol);
 * :meth:`Algorithm.trained_model`: the model a client holds after its local training (the ``"local"``
-  protocol).
+  protocol);
+* :meth:`Algorithm.communication`: the float32 values a participating client sends up and receives per
+  round (:mod:`gflkit.communication`; by default one model vector each way).
 
 State lives in the :class:`~gflkit.federation.Federation` (``models``, ``global_model``) plus whatever
 tensors a method adds; :meth:`state_dict` returns the latter so that checkpoints are complete.
@@ -32,6 +34,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from gflkit.communication import Communication
 from gflkit.federation import Federation, LocalResult
 from gflkit.training import LocalStep, LossTerm
 
@@ -143,6 +146,13 @@ class Algorithm:
         """The model ``client`` holds after its local training this round (the ``"local"`` protocol):
         by default the vector it trained, before the channel corrupts its upload."""
         return result.vector
+
+    # --- cost -------------------------------------------------------------------------------------
+    def communication(self, fed: Federation) -> Communication:
+        """Float32 values a participating client sends up and receives per round, after :meth:`setup`
+        (counting rules: :mod:`gflkit.communication`): by default its model down and its trained model up,
+        ``d`` each way."""
+        return Communication.both(fed.dim)
 
 
 def weighted_mean(rows: Tensor, weights: Tensor) -> Tensor:

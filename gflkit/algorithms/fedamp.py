@@ -10,6 +10,7 @@ from torch import Tensor
 
 from gflkit.algorithms.local import Local
 from gflkit.algorithms.terms import squared_distance
+from gflkit.communication import Communication
 from gflkit.federation import Federation
 from gflkit.training import LocalStep
 
@@ -146,6 +147,10 @@ class FedAMP(Local):
         mask = fed.layout.parameter_mask(fed.device)
         self.attention = attention_weights(self.uploads[:, mask], self.params.alpha, self.params.sigma)
         self.cloud = cloud_models(self.uploads, self.attention)
+
+    def communication(self, fed: Federation) -> Communication:
+        """``d`` each way: the cloud model :math:`u_k` down, the personalised model :math:`w_k` up."""
+        return Communication.both(fed.dim)
 
     def state_dict(self) -> dict[str, Any]:
         return {"uploads": self.uploads, "cloud": self.cloud, "attention": self.attention}

@@ -6,6 +6,7 @@ from torch import Tensor
 
 from gflkit.algorithms.base import Algorithm, weighted_mean
 from gflkit.algorithms.sharing import SharingParams, shared_mask
+from gflkit.communication import Communication
 from gflkit.federation import Federation, LocalResult
 
 
@@ -72,3 +73,8 @@ class FedAvg(Algorithm):
 
     def trained_model(self, fed: Federation, client: int, result: LocalResult) -> Tensor:
         return fed.models[client] if self.partial else result.vector  # ``result`` holds the shared entries only
+
+    def communication(self, fed: Federation) -> Communication:
+        """The shared entries each way: the global model's down, the trained model's up (``d`` with
+        ``share="all"``; under partial sharing the rest stays on the client)."""
+        return Communication.both(int(self.shared.sum()))

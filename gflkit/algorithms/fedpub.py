@@ -78,6 +78,7 @@ from torch_geometric.data import Data
 
 from gflkit.algorithms.base import Algorithm, weighted_mean
 from gflkit.algorithms.terms import squared_distance
+from gflkit.communication import Communication
 from gflkit.federation import Federation, GraphFederation, LocalResult
 from gflkit.seeding import FEDPUB_PROXY, generator
 from gflkit.state import Entry, Layout
@@ -307,6 +308,12 @@ class FedPub(Algorithm):
         pairs = torch.meshgrid(clients, clients, indexing="ij")
         self.similarity[pairs], self.weights[pairs] = similarity, weights
         self.aggregations += 1
+
+    def communication(self, fed: Federation) -> Communication:
+        r"""The personalised model :math:`\bar\theta_i` down; :math:`\theta_i` and the functional embedding
+        :math:`h_i` up (the mask :math:`\mu_i` never leaves the client; the proxy input is drawn from the
+        shared seed on both sides)."""
+        return Communication(fed.dim + self.embeddings.shape[1], fed.dim)
 
     def evaluation_models(self, fed: Federation) -> Tensor:
         """Every client's masked local model :math:`\\theta_i \\odot \\tilde\\mu_i`."""

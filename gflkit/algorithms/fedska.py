@@ -53,6 +53,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gflkit.algorithms.fedavg import FedAvg
+from gflkit.communication import Communication
 from gflkit.federation import Federation, LocalResult
 from gflkit.graphs.adjacency import sym_normalize
 from gflkit.graphs.gcn import DenseGCN
@@ -303,6 +304,19 @@ class FedSKA(FedAvg):
         structure = self.server.train_encoder(by_position(self.representations),
                                               lambda structure: feature_gradients(fed, structure, sizes))
         self.structure = [structure[:size, k] for k, size in enumerate(sizes)]
+
+    def communication(self, fed: Federation) -> Communication:
+        r"""FedAvg's model each way (none with ``fedavg=False``: the client keeps its model), plus ``N_k × h``
+        matrices (``N_k`` training samples, ``h`` the representation width): up :math:`H^c_k` once and
+        :math:`\nabla_{H^g_k} l_k` in each of the :math:`E_g` encoder epochs; down :math:`H^g_k` in each
+        epoch (for the gradient) and its final value — :math:`(E_g + 1) N_k h` each way, ``N_k`` averaged
+        over the training clients. The server sends every client, sampled or not, the :math:`E_g`
+        gradient requests (:func:`feature_gradients` runs over all clients); the count is a participating
+        client's."""
+        samples = sum(len(fed.train_indices[k]) for k in fed.training_clients.tolist()) / len(fed.training_clients)
+        features = (self.params.encoder_epochs + 1) * samples * fed.flat.module.feature_dim
+        model = super().communication(fed) if self.params.fedavg else Communication(0, 0)
+        return model + Communication.both(features)
 
     def evaluation_models(self, fed: Federation) -> Tensor:
         return fed.models

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from gflkit.algorithms.local import Local
+from gflkit.communication import Communication
 from gflkit.federation import Federation
 from gflkit.graphs.adjacency import row_normalize, sym_normalize
 from gflkit.graphs.given import GivenGraphOptions
@@ -99,6 +100,11 @@ class FedU(Local):
         eta = fed.train_config.lr if self.params.eta is None else self.params.eta
         weights = self.weights()[clients][:, clients]
         fed.models[clients] = laplacian_step(updates, weights, eta * self.params.lam)
+
+    def communication(self, fed: Federation) -> Communication:
+        """``d`` each way: the trained :math:`w_k` up, its row after the server's Laplacian step down (the
+        server stands for the paper's exchange with the neighbours, which would cost ``d`` per neighbour)."""
+        return Communication.both(fed.dim)
 
     def state_dict(self) -> dict[str, Any]:
         return {"adjacency": self.adjacency}

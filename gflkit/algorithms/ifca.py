@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from gflkit.algorithms.base import Algorithm, weighted_mean
+from gflkit.communication import Communication
 from gflkit.federation import Federation
 from gflkit.seeding import MODEL_INIT, derive_seed
 from gflkit.state import FlatModule
@@ -113,6 +114,10 @@ class IFCA(Algorithm):
         for cluster in chosen.unique().tolist():
             members = chosen == cluster
             self.cluster_models[cluster] = weighted_mean(updates[members], fed.num_train[clients][members])
+
+    def communication(self, fed: Federation) -> Communication:
+        """All C cluster models down (the client picks its cluster by their losses), its trained model up."""
+        return Communication(fed.dim, self.params.num_clusters * fed.dim)
 
     def evaluation_models(self, fed: Federation) -> Tensor:
         return self.cluster_models[self.assignments]

@@ -4,6 +4,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from gflkit.algorithms.base import Algorithm
+from gflkit.communication import Communication
 from gflkit.federation import Federation, LocalResult
 
 
@@ -28,3 +29,7 @@ class Local(Algorithm):
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         """Nothing to aggregate: the models stayed on their clients."""
+
+    def communication(self, fed: Federation) -> Communication:
+        """Nothing travels."""
+        return Communication(0, 0)

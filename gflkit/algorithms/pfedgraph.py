@@ -11,6 +11,7 @@ from torch import Tensor
 
 from gflkit.algorithms.base import Algorithm
 from gflkit.algorithms.terms import cosine_similarity
+from gflkit.communication import Communication
 from gflkit.federation import Federation
 from gflkit.graphs.adjacency import cosine_similarity_matrix
 from gflkit.training import LocalStep
@@ -167,6 +168,12 @@ class PFedGraph(Algorithm):
         if self.params.regularizer == "neighbours":
             norms = updates[:, mask].norm(dim=1, keepdim=True).clamp(min=1e-12)
             self.neighbour_sum[clients] = weights @ (updates / norms)
+
+    def communication(self, fed: Federation) -> Communication:
+        r"""The trained :math:`w_k` up; down the aggregate :math:`\tilde w_k` (start and anchor), and with
+        ``regularizer="neighbours"`` (λ > 0) also :math:`c_k = \sum_j a_{kj} w_j / \lVert w_j\rVert`."""
+        neighbours = self.params.regularizer == "neighbours" and self.params.lam > 0
+        return Communication(fed.dim, (2 if neighbours else 1) * fed.dim)
 
     def evaluation_models(self, fed: Federation) -> Tensor:
         return fed.models

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from gflkit.algorithms.fedavg import FedAvg
+from gflkit.communication import Communication
 from gflkit.federation import Federation, LocalResult
 from gflkit.training import LocalStep, plain_sgd_obstacle
 
@@ -102,6 +103,11 @@ class Scaffold(FedAvg):
         fed.global_model = fed.global_model + step * (updates - fed.global_model).mean(dim=0)
         deltas = torch.stack([self._pending.pop(int(k)) for k in clients])
         self.server_control = self.server_control + deltas.sum(dim=0) / self.num_training
+
+    def communication(self, fed: Federation) -> Communication:
+        """FedAvg's model (``d`` each way) plus a control variate on the trainable entries each way: the
+        server's :math:`c` down, the client's :math:`c_i^+ - c_i` up (``2d`` without buffers)."""
+        return super().communication(fed) + Communication.both(int(self.trainable.sum()))
 
     def state_dict(self) -> dict[str, Any]:
         return {"server_control": self.server_control, "client_controls": self.client_controls}

@@ -42,6 +42,7 @@ from torch import Tensor
 from gflkit.algorithms.fedavg import FedAvg
 from gflkit.algorithms.sharing import SharingParams
 from gflkit.algorithms.terms import squared_distance
+from gflkit.communication import Communication
 from gflkit.federation import Federation, LocalResult
 from gflkit.graphs.adjacency import row_normalize
 from gflkit.graphs.given import GIVEN_GRAPHS, GivenGraphOptions, given_graph
@@ -255,6 +256,19 @@ class SFL(FedAvg):
         propagated = graph_propagate(self.propagation, self.received, self.params.layers, self.params.alpha)
         self.aggregated = torch.where(self.shared, propagated, fed.models) if self.partial else propagated
         fed.global_model = self.aggregated.mean(dim=0)
+
+    def communication(self, fed: Federation) -> Communication:
+        r"""The shared entries of :math:`v_k` up; down those of every server vector the client step reads: its
+        start (:math:`w` for ``start="global"``, :math:`u_k` for ``"graph"``, nothing for its own
+        :math:`v_k`) and, with the paper's ``regulariser="gradient"``, the anchors :math:`u_k` and :math:`w`
+        of the pulls with a positive weight — ``2d`` down by default, ``d`` for the authors' code
+        (``start="global"``, ``"detached"``)."""
+        p = self.params
+        received = {"global": {"w"}, "graph": {"u"}, "personal": set()}[p.start]
+        if p.regulariser == "gradient":
+            received |= {anchor for anchor, weight in (("u", p.lam_graph), ("w", p.lam_global)) if weight > 0}
+        shared = super().communication(fed).up_floats
+        return Communication(shared, len(received) * shared)
 
     def evaluation_models(self, fed: Federation) -> Tensor:
         return self.aggregated

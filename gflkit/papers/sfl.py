@@ -1,5 +1,4 @@
-"""Profiles, method variants, grids and the timing helper of the SFL notebook (Tables 2–5, Figures 3 and 5,
-the appendix ablations).
+"""Profiles, method variants and grids of the SFL notebook (Tables 2–5, Figures 3 and 5, the appendix ablations).
 
 Paper settings (Sec. 5, NOTES.md): MNIST split into 100 clients of 2 label shards each (McMahan et al.'s
 pathological non-IID), McMahan CNN, SGD lr 0.001, batch 128, 20 rounds; Table 2 on the traffic readings
@@ -30,8 +29,6 @@ earlier cross-round smoothing. SFL+LG and SFL+Per are SFL with ``share="head"`` 
 """
 from __future__ import annotations
 
-import statistics
-import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -230,37 +227,3 @@ def grids(params: Any, sections: Sequence[str] | None = None, data_root: str | P
                                  for s in seeds for e in sweep["local_epochs"]],
     }
     return {section: makers[section]() for section in chosen}
-
-
-def time_rounds(config: Any, data_root: str | Path | None = None, device: str = "auto", rounds: int = 3,
-                layers: int | None = None) -> dict[str, float]:
-    """Wall-clock seconds of one round's local training (all clients) and of the server's aggregation for
-    ``config``: medians over ``rounds`` rounds measured here after one warm-up round (Table 5; ``layers``
-    overrides SFL's hops). On a GPU the clock waits for the device before it reads."""
-    import torch
-
-    from gflkit.algorithms import build_algorithm
-    from gflkit.experiment import build_federation
-
-    fed = build_federation(config, data_root, device)
-    options = dict(config.method_options, **({"layers": layers} if layers is not None else {}))
-    algorithm = build_algorithm(config.method, **options)
-    algorithm.setup(fed)
-    index = torch.arange(fed.num_clients, device=fed.device)
-
-    def clock() -> float:
-        if fed.device.type == "cuda":
-            torch.cuda.synchronize(fed.device)
-        return time.perf_counter()
-
-    training, aggregation = [], []
-    for round in range(1, rounds + 2):  # round 1 warms up (and has no SFL regulariser): not counted
-        start = clock()
-        updates = torch.stack([algorithm.client_update(fed, k, round).vector for k in range(fed.num_clients)])
-        middle = clock()
-        algorithm.aggregate(fed, index, fed.upload(index, updates, round), round)
-        end = clock()
-        if round > 1:
-            training.append(middle - start)
-            aggregation.append(end - middle)
-    return {"training_s": statistics.median(training), "aggregation_s": statistics.median(aggregation)}

@@ -1,0 +1,154 @@
+"""Profiles, methods, settings and grids of the benchmark notebook: every image method of the five papers
+under one protocol.
+
+Each paper compares its method with a few baselines on its own setting; gflkit runs all of them on one
+engine with identical splits and seeds, so one table can answer which method is best, by how much and at
+what cost. **The protocol** (one for every method): MNIST pooled (official train + test), 100 clients,
+linear MCLR, E = 1 local epoch, batch 32, plain SGD lr 0.01, 200 rounds, evaluation every 5 rounds —
+FedSKA's setting, the one with the most methods. **Settings** (:data:`SETTINGS`): label shards
+q ∈ {2, 5, 10}, Dirichlet α ∈ {0.1, 0.5}, and a noisy uplink (JGESR's channel, noise scale s = 0.1, on
+q = 5 shards).
+
+**Methods** (:data:`METHODS`) take the hyper-parameters the notebook of the paper that publishes them
+uses — read from that paper's module, not copied (FedU's λ = 0.1 and IFCA's 3 clusters from FedSKA's,
+CFL's first split from JGESR's, SFL* as the SFL authors ran it); the rest are each method's published
+defaults (:mod:`gflkit.algorithms`). **Protocols**: every run records both (``server``: the model the
+server holds for the client; ``local``: that model after the client's local training). The headline
+table scores each method under its own paper's protocol (:data:`PROTOCOL`); a second table scores all
+under ``server``. FedCG is left out: its domain residuals need its own network (``model="fedcg"``), not
+the common MCLR.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from gflkit.papers import fedska, jgesr, sfl
+from gflkit.profiles import Profile, chosen_sections
+
+#: Family → methods (the ``ci`` profile runs the first three of each family).
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "global": ("fedavg", "fedprox", "scaffold", "moon"),
+    "personalised": ("local", "ditto", "fedper", "lg_fedavg"),
+    "clustered": ("ifca", "cfl"),
+    "graph": ("sfl", "fedska", "fedu", "pfedgraph", "fedamp", "fedatt", "sfl_star"),
+    "robust aggregation": ("pdca", "two_step"),
+}
+#: Each paper's headline method, compared with the best baseline (:data:`BASELINES`) in every setting.
+HEADLINES = {"fedska": "FedSKA", "sfl_star": "SFL", "pdca": "JGESR"}
+#: The comparison's baselines: every method that is no paper's own (SFL's given-graph row and JGESR's
+#: Two-step ablation are their papers' variants, not baselines).
+BASELINES = tuple(m for members in FAMILIES.values() for m in members if m not in (*HEADLINES, "sfl", "two_step"))
+#: Row label → (gflkit method, options from the publishing paper's module; completed with the method's defaults).
+METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "local": ("local", {}), "fedavg": ("fedavg", {}), "fedprox": ("fedprox", {}), "scaffold": ("scaffold", {}),
+    "moon": ("moon", {}), "ditto": ("ditto", {}), "fedper": ("fedper", {}), "lg_fedavg": ("lg_fedavg", {}),
+    "ifca": ("ifca", {}), "cfl": ("cfl", {}),
+    "fedu": ("fedu", dict(fedska.PROFILES["paper1"].method_options["fedu"])),
+    "fedska": ("fedska", {}), "pfedgraph": ("pfedgraph", {}), "fedamp": ("fedamp", {}), "fedatt": ("fedatt", {}),
+    "sfl": sfl.VARIANTS["sfl"], "sfl_star": sfl.VARIANTS["sfl_star"],
+    "pdca": ("pdca", {}), "two_step": ("two_step", {}),
+}
+#: Which paper's notebook each method's protocol comes from: its own paper's where it is a headline
+#: method or one of that paper's baselines, FedSKA's (the common protocol's paper) for the shared baselines.
+SOURCE: dict[str, str] = {m: "fedska" for m in fedska.METHODS if m != "sfl"} | {
+    m: "jgesr" for m in ("pdca", "two_step", "cfl", "fedamp", "pfedgraph")} | {
+    m: "sfl" for m in ("sfl", "sfl_star", "fedatt", "fedper", "lg_fedavg")} | {"scaffold": "its paper", "moon": "its paper"}
+#: The protocol each method is scored under in its source's notebook (JGESR's, SFL's and the global-model
+#: methods' papers score the model the server holds: ``server``).
+PROTOCOL: dict[str, str] = {m: fedska.PROTOCOL[m]["evaluate"] if SOURCE[m] == "fedska" else "server"
+                            for m in METHODS}
+#: Setting → the RunConfig fields it changes (every setting names its channel: a clean one has no noise).
+CLEAN, NOISY = {"noise_scale": 0.0}, {"noise_scale": 0.1}
+SETTINGS: dict[str, dict[str, Any]] = {
+    "shards q=2": dict(partition="shards", partition_options={"shards_per_client": 2}, channel=CLEAN),
+    "shards q=5": dict(partition="shards", partition_options={"shards_per_client": 5}, channel=CLEAN),
+    "shards q=10": dict(partition="shards", partition_options={"shards_per_client": 10}, channel=CLEAN),
+    "dirichlet α=0.1": dict(partition="dirichlet", partition_options={"alpha": 0.1}, channel=CLEAN),
+    "dirichlet α=0.5": dict(partition="dirichlet", partition_options={"alpha": 0.5}, channel=CLEAN),
+    "noisy uplink s=0.1, q=5": dict(partition="shards", partition_options={"shards_per_client": 5}, channel=NOISY),
+}
+SECTIONS = ("benchmark",)
+BASE = dict(dataset="mnist", num_clients=100, model="mclr", batch_size=32, lr=0.01, local_epochs=1, rounds=200,
+            eval_every=5, evaluate="server")
+
+
+def _first(count: int) -> tuple[str, ...]:
+    return tuple(m for members in FAMILIES.values() for m in members[:count])
+
+
+def _method_options(rounds: int, **extra: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per-method options a profile adds: CFL's first split scaled with the budget (JGESR's rule)."""
+    return {**jgesr.cfl_options(rounds), **extra}
+
+
+PROFILES = {
+    # scikit-learn's embedded digits, 20 clients, 4 rounds, three settings: the whole notebook in 1–2 minutes.
+    "smoke": Profile(
+        "smoke",
+        base=dict(BASE, dataset="digits", num_clients=20, rounds=4, eval_every=2, batch_size=16, lr=0.05),
+        sweep={"variants": tuple(METHODS), "settings": ("shards q=2", "dirichlet α=0.5", "noisy uplink s=0.1, q=5"),
+               "timing_methods": ("fedavg", "sfl", "fedska")},
+        method_options=_method_options(4, fedska={"k": 5}, sfl={"learn_k": 5}),
+    ),
+    # Real MNIST (20,000 pooled samples), 20 rounds, the first three methods of every family, four settings.
+    "ci": Profile(
+        "ci",
+        base=dict(BASE, max_samples=20_000, rounds=20),
+        sweep={"variants": _first(3), "settings": ("shards q=2", "shards q=10", "dirichlet α=0.1",
+                                                  "noisy uplink s=0.1, q=5"),
+               "timing_methods": _first(3)},
+        method_options=_method_options(20),
+    ),
+    # The full grid at the protocol's 200 rounds, one seed (estimate first: `make bench`; run in the background).
+    "paper1": Profile("paper1", base=BASE, sweep={"variants": tuple(METHODS), "settings": tuple(SETTINGS),
+                                                  "timing_methods": tuple(METHODS)},
+                      method_options=_method_options(200)),
+    # The same with three seeds.
+    "paper": Profile("paper", base=BASE, seeds=(0, 1, 2),
+                     sweep={"variants": tuple(METHODS), "settings": tuple(SETTINGS), "timing_methods": tuple(METHODS)},
+                     method_options=_method_options(200)),
+}
+
+
+def _check(names: Sequence[str], known: Mapping[str, Any], entry: str) -> list[str]:
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"unknown {entry} {unknown}; choose from {list(known)}")
+    return list(names)
+
+
+def method_config(params: Profile, label: str, setting: str, seed: int, **changes: Any):
+    """The profile's run of method ``label`` (:data:`METHODS`) in ``setting`` (:data:`SETTINGS`) with ``seed``."""
+    method, options = METHODS[_check([label], METHODS, "method(s)")[0]]
+    fields = {**SETTINGS[_check([setting], SETTINGS, "setting(s)")[0]], **changes}
+    return params.config(method=method, method_options=dict(options), seed=seed, **fields)
+
+
+def _matches(config: Any, fields: Mapping[str, Any]) -> bool:
+    """Whether ``config`` has the setting's ``fields`` (the channel compared on the entries it names)."""
+    return all({k: config.channel[k] for k in value} == value if key == "channel" else getattr(config, key) == value
+               for key, value in fields.items())
+
+
+def labels_of(config: Any) -> dict[str, str]:
+    """``{"variant": method label, "setting": setting}`` of a benchmark run (for ``run_grid(columns=...)``)."""
+    setting = next((name for name, fields in SETTINGS.items() if _matches(config, fields)), None)
+    if setting is None:
+        raise ValueError(f"run {config.partition} {config.partition_options} {config.channel} is none of the "
+                         "benchmark's settings")
+    if config.method == "sfl":
+        return {"variant": sfl.variant_of(config)["variant"], "setting": setting}
+    label = next((label for label, (method, _) in METHODS.items() if method == config.method), None)
+    if label is None:
+        raise ValueError(f"run {config.method} is none of the benchmark's methods")
+    return {"variant": label, "setting": setting}
+
+
+def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list]:
+    """The run configs of the notebook (``gflkit precompute benchmark``): every method in every setting and
+    seed. ``data_root`` is unused (every setting runs on the base dataset)."""
+    chosen = chosen_sections(sections, SECTIONS)
+    methods = _check(params.sweep["variants"], METHODS, "method(s)")
+    settings = _check(params.sweep["settings"], SETTINGS, "setting(s)")
+    runs = [method_config(params, m, s, seed) for s in settings for m in methods for seed in params.seeds]
+    return {name: runs for name in chosen}

@@ -1,0 +1,45 @@
+"""Wall-clock cost of a method's round on this machine: its clients' local training and its server's
+aggregation, measured apart (SFL's Table 5, the benchmark notebook's cost columns).
+
+Times depend on the machine and on what else runs on it: compare methods measured side by side in one
+process, as ratios, and quote medians (:func:`time_rounds` takes the median over rounds after a warm-up).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+
+def time_rounds(config: Any, data_root: str | Path | None = None, device: str = "auto",
+                rounds: int = 3) -> dict[str, float]:
+    """Wall-clock seconds of one round's local training (all clients, one after the other) and of the
+    server's aggregation for run ``config``: medians over ``rounds`` rounds measured here after one warm-up
+    round. On a GPU the clock waits for the device before it reads."""
+    import torch
+
+    from gflkit.algorithms import build_algorithm
+    from gflkit.experiment import build_federation
+
+    fed = build_federation(config, data_root, device)
+    algorithm = build_algorithm(config.method, **config.method_options)
+    algorithm.setup(fed)
+    index = torch.arange(fed.num_clients, device=fed.device)
+
+    def clock() -> float:
+        if fed.device.type == "cuda":
+            torch.cuda.synchronize(fed.device)
+        return time.perf_counter()
+
+    training, aggregation = [], []
+    for round in range(1, rounds + 2):  # round 1 warms up (and has no SFL regulariser): not counted
+        start = clock()
+        updates = torch.stack([algorithm.client_update(fed, k, round).vector for k in range(fed.num_clients)])
+        middle = clock()
+        algorithm.aggregate(fed, index, fed.upload(index, updates, round), round)
+        end = clock()
+        if round > 1:
+            training.append(middle - start)
+            aggregation.append(end - middle)
+    return {"training_s": statistics.median(training), "aggregation_s": statistics.median(aggregation)}

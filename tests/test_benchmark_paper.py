@@ -1,0 +1,46 @@
+"""The benchmark notebook's paper module: methods from the papers' modules, settings, protocols, grids."""
+import pytest
+
+from gflkit.papers import benchmark, fedska, jgesr, sfl
+from gflkit.profiles import resolve_profile
+
+
+def test_every_run_maps_back_to_its_method_and_setting():
+    params = resolve_profile(benchmark.PROFILES, "paper1")
+    runs = benchmark.grids(params)["benchmark"]
+    expected = [(m, s) for s in benchmark.SETTINGS for m in benchmark.METHODS]
+    assert [tuple(benchmark.labels_of(c).values()) for c in runs] == expected
+    noisy = next(c for c in runs if benchmark.labels_of(c)["setting"].startswith("noisy"))
+    clean = next(c for c in runs if benchmark.labels_of(c)["setting"] == "shards q=5")
+    assert noisy.channel["noise_scale"] == 0.1 and clean.channel["noise_scale"] == 0.0
+    assert noisy.partition_options == clean.partition_options == {"shards_per_client": 5}
+
+
+def test_options_come_from_the_publishing_papers_modules():
+    params = resolve_profile(benchmark.PROFILES, "paper1")
+    config = lambda label: benchmark.method_config(params, label, "shards q=2", 0)
+    assert config("fedu").method_options["lam"] == fedska.PROFILES["paper1"].method_options["fedu"]["lam"] == 0.1
+    assert config("cfl").method_options["min_rounds"] == jgesr.cfl_options(200)["cfl"]["min_rounds"]
+    star = config("sfl_star").method_options
+    assert (star["graph"], star["smoothing"]) == ("learned", "given"), "SFL* as its authors ran it"
+    assert sfl.variant_of(config("sfl"))["variant"] == "sfl"
+    assert "fedcg" not in benchmark.METHODS, "FedCG needs its own network"
+
+
+def test_protocols_are_each_methods_own_papers_and_baselines_exclude_the_papers_own_methods():
+    assert benchmark.PROTOCOL["fedska"] == benchmark.PROTOCOL["ditto"] == "local"  # FedSKA's notebook
+    assert benchmark.PROTOCOL["sfl"] == benchmark.PROTOCOL["pdca"] == benchmark.PROTOCOL["fedavg"] == "server"
+    assert set(benchmark.METHODS) == set(benchmark.SOURCE) == set(benchmark.PROTOCOL)
+    assert not set(benchmark.BASELINES) & {"fedska", "sfl", "sfl_star", "pdca", "two_step"}
+    assert {m for members in benchmark.FAMILIES.values() for m in members} == set(benchmark.METHODS)
+
+
+def test_ci_runs_three_methods_per_family_and_bad_entries_fail_clearly():
+    ci = resolve_profile(benchmark.PROFILES, "ci")
+    assert len(ci.sweep["variants"]) == sum(min(3, len(m)) for m in benchmark.FAMILIES.values())
+    bad = resolve_profile(benchmark.PROFILES, "smoke", overrides={"variants": ["fedavg", "fedcg"]})
+    with pytest.raises(ValueError, match=r"unknown method\(s\) \['fedcg'\]"):
+        benchmark.grids(bad)
+    bad = resolve_profile(benchmark.PROFILES, "smoke", overrides={"settings": ["iid"]})
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['iid'\]"):
+        benchmark.grids(bad)

@@ -15,7 +15,7 @@ $(PY):
 setup: $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[notebooks,test,ray]"
+	$(PY) -m pip install -q -e ".[notebooks,test,ray,flower]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 
 demo:

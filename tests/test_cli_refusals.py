@@ -20,8 +20,8 @@ HINT = "choose a writable folder with --results (or GFLKIT_RESULTS)"
 
 # Refused before torch is imported: (argv, the start of the one line on stderr).
 WITHOUT_TORCH = [
-    (["notebook", "nosuch"], "gflkit notebook: unknown notebook 'nosuch'; choose one of ['fedcg', "),
-    (["precompute", "nosuch"], "gflkit precompute: unknown notebook 'nosuch'; choose one of ['fedcg', "),
+    (["notebook", "nosuch"], "gflkit notebook: unknown notebook 'nosuch'; choose one of ['benchmark', 'fedcg', "),
+    (["precompute", "nosuch"], "gflkit precompute: unknown notebook 'nosuch'; choose one of ['benchmark', 'fedcg', "),
     (["notebook", "quickstart", "--profile", "turbo"],
      "gflkit notebook: unknown profile 'turbo'; choose one of ['ci', 'paper', 'smoke']"),
     (["precompute", "fedska", "--profile", "turbo"],

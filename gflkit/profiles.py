@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from gflkit.executors import check_executor
 from gflkit.experiment import RunConfig
@@ -143,8 +143,14 @@ def _merged_method_options(profile: Profile, per_method: Any) -> dict[str, dict[
 def chosen_sections(sections: Sequence[str] | None, known: Sequence[str]) -> list[str]:
     """The notebook sections a ``grids`` call asked for (all of ``known`` when ``sections`` is empty), or a
     ValueError naming the unknown ones and the choice."""
-    chosen = list(sections or known)
-    unknown = sorted(set(chosen) - set(known))
+    return known_names(sections or known, known, "section")
+
+
+def known_names(names: Iterable[str], known: Iterable[str], what: str, where: str = "") -> list[str]:
+    """``names`` as a list, or a ValueError naming those not in ``known`` (``"unknown <what>(s) [...]<where>;
+    choose from [...]"``, the choice in ``known``'s order)."""
+    names, known = list(names), list(known)
+    unknown = sorted(set(names) - set(known))
     if unknown:
-        raise ValueError(f"unknown section(s) {unknown}; choose from {list(known)}")
-    return chosen
+        raise ValueError(f"unknown {what}(s) {unknown}{where}; choose from {known}")
+    return names

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from gflkit.papers import fedska, jgesr, sfl
-from gflkit.profiles import Profile, chosen_sections
+from gflkit.profiles import Profile, chosen_sections, known_names
 
 #: Family → methods (the ``ci`` profile runs the first three of each family).
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -110,17 +110,10 @@ PROFILES = {
 }
 
 
-def _check(names: Sequence[str], known: Mapping[str, Any], entry: str) -> list[str]:
-    unknown = sorted(set(names) - set(known))
-    if unknown:
-        raise ValueError(f"unknown {entry} {unknown}; choose from {list(known)}")
-    return list(names)
-
-
 def method_config(params: Profile, label: str, setting: str, seed: int, **changes: Any):
     """The profile's run of method ``label`` (:data:`METHODS`) in ``setting`` (:data:`SETTINGS`) with ``seed``."""
-    method, options = METHODS[_check([label], METHODS, "method(s)")[0]]
-    fields = {**SETTINGS[_check([setting], SETTINGS, "setting(s)")[0]], **changes}
+    method, options = METHODS[known_names([label], METHODS, "method")[0]]
+    fields = {**SETTINGS[known_names([setting], SETTINGS, "setting")[0]], **changes}
     return params.config(method=method, method_options=dict(options), seed=seed, **fields)
 
 
@@ -148,7 +141,7 @@ def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any
     """The run configs of the notebook (``gflkit precompute benchmark``): every method in every setting and
     seed. ``data_root`` is unused (every setting runs on the base dataset)."""
     chosen = chosen_sections(sections, SECTIONS)
-    methods = _check(params.sweep["variants"], METHODS, "method(s)")
-    settings = _check(params.sweep["settings"], SETTINGS, "setting(s)")
+    methods = known_names(params.sweep["variants"], METHODS, "method")
+    settings = known_names(params.sweep["settings"], SETTINGS, "setting")
     runs = [method_config(params, m, s, seed) for s in settings for m in methods for seed in params.seeds]
     return {name: runs for name in chosen}

@@ -32,7 +32,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from gflkit.profiles import Profile, chosen_sections
+from gflkit.profiles import Profile, chosen_sections, known_names
 
 #: Table label → (method, method options).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -138,11 +138,7 @@ PROFILES = {
 
 
 def _check_labels(labels: Iterable[str], entry: str) -> list[str]:
-    labels = list(labels)
-    unknown = sorted(set(labels) - set(VARIANTS))
-    if unknown:
-        raise ValueError(f"unknown variant(s) {unknown} in sweep entry {entry!r}; choose from {sorted(VARIANTS)}")
-    return labels
+    return known_names(labels, sorted(VARIANTS), "variant", f" in sweep entry {entry!r}")
 
 
 def variant_config(params: Any, label: str, seed: int, **changes: Any):
@@ -150,14 +146,6 @@ def variant_config(params: Any, label: str, seed: int, **changes: Any):
     method, options = VARIANTS[_check_labels([label], "variant")[0]]
     merged = {**options, **changes.pop("method_options", {})}
     return params.config(method=method, method_options=merged, seed=seed, **changes)
-
-
-def _check_readings(names: Iterable[str]) -> list[str]:
-    names = list(names)
-    unknown = sorted(set(names) - set(READINGS))
-    if unknown:
-        raise ValueError(f"unknown reading(s) {unknown} in sweep entry 'readings'; choose from {sorted(READINGS)}")
-    return names
 
 
 def _marks_match(options: dict[str, Any], marks: dict[str, Any]) -> bool:
@@ -218,7 +206,7 @@ def grids(params: Any, sections: Sequence[str] | None = None, data_root: str | P
         "table3": lambda: [variant_config(params, v, s) for s in seeds for v in _check_labels(sweep["table3"], "table3")],
         "table4": lambda: [variant_config(params, v, s) for s in seeds for v in _check_labels(sweep["table4"], "table4")],
         "graph_mixing": lambda: [variant_config(params, v, s, method_options=READINGS[r]) for s in seeds
-                                 for r in _check_readings(sweep["readings"]) for v in MIXINGS],
+                                 for r in known_names(sweep["readings"], sorted(READINGS), "reading", " in sweep entry 'readings'") for v in MIXINGS],
         "learn_steps": lambda: [variant_config(params, "sfl_star", s, method_options={"learn_steps": n})
                                 for s in seeds for n in sweep["learn_steps"]],
         "frequency": lambda: [variant_config(params, "sfl", s, rounds=r, local_epochs=e)

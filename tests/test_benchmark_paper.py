@@ -44,3 +44,17 @@ def test_ci_runs_three_methods_per_family_and_bad_entries_fail_clearly():
     bad = resolve_profile(benchmark.PROFILES, "smoke", overrides={"settings": ["iid"]})
     with pytest.raises(ValueError, match=r"unknown setting\(s\) \['iid'\]"):
         benchmark.grids(bad)
+
+
+def test_runs_carry_their_own_protocol_and_share_keys_with_their_source_papers_runs():
+    from gflkit.papers.fedska import shards_config
+    from gflkit.results import config_key
+
+    params = resolve_profile(benchmark.PROFILES, "paper1")
+    runs = benchmark.grids(params)["benchmark"]
+    assert all(c.evaluate == benchmark.PROTOCOL[benchmark.labels_of(c)["variant"]] for c in runs)
+    fedska_params = resolve_profile(fedska.PROFILES, "paper1")
+    for label in ("fedska", "ditto", "fedavg", "fedu"):
+        ours = benchmark.method_config(params, label, "shards q=5", 0)
+        theirs = shards_config(fedska_params, label, 5, 0)
+        assert config_key(ours.to_dict()) == config_key(theirs.to_dict()), label

@@ -69,7 +69,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
 }
 SECTIONS = ("benchmark",)
 BASE = dict(dataset="mnist", num_clients=100, model="mclr", batch_size=32, lr=0.01, local_epochs=1, rounds=200,
-            eval_every=5, evaluate="server")
+            eval_every=5)
 
 
 def _first(count: int) -> tuple[str, ...]:
@@ -111,9 +111,14 @@ PROFILES = {
 
 
 def method_config(params: Profile, label: str, setting: str, seed: int, **changes: Any):
-    """The profile's run of method ``label`` (:data:`METHODS`) in ``setting`` (:data:`SETTINGS`) with ``seed``."""
+    """The profile's run of method ``label`` (:data:`METHODS`) in ``setting`` (:data:`SETTINGS`) with ``seed``.
+
+    Its ``evaluate`` is the method's own protocol (:data:`PROTOCOL`): every run records both protocols, so
+    this only names the primary column — and gives a run the key of the same run in its source paper's
+    grid (FedSKA's ``paper1`` Table 1 runs, say), whose stored folders can then be copied over as they are.
+    """
     method, options = METHODS[known_names([label], METHODS, "method")[0]]
-    fields = {**SETTINGS[known_names([setting], SETTINGS, "setting")[0]], **changes}
+    fields = {**SETTINGS[known_names([setting], SETTINGS, "setting")[0]], "evaluate": PROTOCOL[label], **changes}
     return params.config(method=method, method_options=dict(options), seed=seed, **fields)
 
 

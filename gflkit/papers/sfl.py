@@ -137,8 +137,8 @@ PROFILES = {
 }
 
 
-def _check_labels(labels: Iterable[str], entry: str) -> list[str]:
-    return known_names(labels, sorted(VARIANTS), "variant", f" in sweep entry {entry!r}")
+def _check_labels(labels: Iterable[str], entry: str, known: Iterable[str] = VARIANTS, what: str = "variant") -> list[str]:
+    return known_names(labels, sorted(known), what, f" in sweep entry {entry!r}")
 
 
 def variant_config(params: Any, label: str, seed: int, **changes: Any):
@@ -206,7 +206,7 @@ def grids(params: Any, sections: Sequence[str] | None = None, data_root: str | P
         "table3": lambda: [variant_config(params, v, s) for s in seeds for v in _check_labels(sweep["table3"], "table3")],
         "table4": lambda: [variant_config(params, v, s) for s in seeds for v in _check_labels(sweep["table4"], "table4")],
         "graph_mixing": lambda: [variant_config(params, v, s, method_options=READINGS[r]) for s in seeds
-                                 for r in known_names(sweep["readings"], sorted(READINGS), "reading", " in sweep entry 'readings'") for v in MIXINGS],
+                                 for r in _check_labels(sweep["readings"], "readings", READINGS, "reading") for v in MIXINGS],
         "learn_steps": lambda: [variant_config(params, "sfl_star", s, method_options={"learn_steps": n})
                                 for s in seeds for n in sweep["learn_steps"]],
         "frequency": lambda: [variant_config(params, "sfl", s, rounds=r, local_epochs=e)

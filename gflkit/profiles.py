@@ -45,6 +45,12 @@ class Profile:
     method_config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     required: tuple[str, ...] | None = None
 
+    def __post_init__(self) -> None:
+        clashes = sorted(set(self.sweep) & {f.name for f in dataclasses.fields(RunConfig)})
+        if clashes:  # an override of such a key could mean either, so a profile may not declare one
+            raise ValueError(f"profile {self.name!r}: sweep entr(ies) {clashes} share a RunConfig field's name; "
+                             f"rename them (e.g. {clashes[0] + '_counts'!r}) so that overrides stay unambiguous")
+
     @property
     def required_datasets(self) -> tuple[str, ...]:
         """The datasets the core tables need: ``required``, else the base dataset."""

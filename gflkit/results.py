@@ -258,12 +258,13 @@ class ResultStore:
         self.checkpoint(config).remove()
 
     def load_artifacts(self, config: dict[str, Any]) -> dict[str, Any]:
-        """The artifacts of a finished run ({} when it left none), checked with its records by :meth:`load`;
-        raises ``FileNotFoundError`` if the run has not finished (or was damaged, and so set aside)."""
+        """The artifacts of a finished run ({} when it left none), checked with its records by :meth:`load`,
+        loaded onto the CPU (so that runs computed on a GPU read back on a machine without one); raises
+        ``FileNotFoundError`` if the run has not finished (or was damaged, and so set aside)."""
         if self.load(config) is None:
             raise FileNotFoundError(f"no finished run for this config under {self.folder(config)}")
         path = self.folder(config) / ARTIFACTS
-        return torch.load(path, weights_only=True) if path.exists() else {}
+        return torch.load(path, weights_only=True, map_location="cpu") if path.exists() else {}
 
     def checkpoint(self, config: dict[str, Any]) -> Checkpoint:
         """Where an unfinished run of ``config`` keeps its checkpoint."""

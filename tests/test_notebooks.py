@@ -181,3 +181,16 @@ def test_a_subset_of_methods_still_writes_every_claim_with_those_it_cannot_check
     assert len(claims) == 3
     assert claims["verdict"].iloc[0] == "not run" and "fedprox" in claims["evidence"].iloc[0]
     assert set(claims["verdict"].iloc[1:]) <= {"reproduced", "not reproduced", "inconclusive"}
+
+
+def test_sfl_notebook_runs_with_its_optional_sections_emptied(tmp_path):
+    """The shape of a GPU reading: Table 3's paper rows only, every other section emptied by an override."""
+    emptied = {name: [] for name in ("readings", "table4", "timing_layers", "learn_steps", "frequency",
+                                     "local_epoch_counts")}
+    execute("sfl", "smoke", tmp_path, {"overrides": {**emptied, "table3": ["fedavg", "sfl", "sfl_star"], "rounds": 2}})
+    assert not (tmp_path / "graph_mixing.csv").exists()
+    claims = pd.read_csv(tmp_path / "claims.csv").set_index("claim")["verdict"]
+    authors_step = [claim for claim in claims.index if "authors' code's local step" in claim]
+    assert len(authors_step) == 1 and claims[authors_step[0]] == "not run"
+    assert claims["SFL* (learned graph) beats SFL (given graph) on MNIST (Table 3)"] in {
+        "reproduced", "not reproduced", "inconclusive"}

@@ -69,6 +69,23 @@ def test_per_method_options_apply_only_to_their_method():
     assert profile.config(method="fedprox", method_options={"mu": 0.1}).method_options == {"share": "all", "mu": 0.1}
 
 
+def test_a_sweep_entry_may_not_share_a_run_config_fields_name():
+    from gflkit.profiles import Profile
+
+    with pytest.raises(ValueError, match=r"profile 'p': sweep entr\(ies\) \['rounds'\] share a RunConfig field's name"):
+        Profile("p", base=dict(dataset="digits"), sweep={"rounds": (1, 2)})
+
+
+def test_sfl_local_epochs_override_sets_the_runs_and_its_ablation_is_a_separate_entry():
+    from gflkit.papers import sfl
+
+    profile = resolve_profile(sfl.PROFILES, "ci", overrides={"local_epochs": 3, "local_epoch_counts": []})
+    assert profile.config().local_epochs == 3
+    assert sfl.grids(profile, ["table3", "local_epochs"]) == {
+        "table3": sfl.grids(profile, ["table3"])["table3"], "local_epochs": []}
+    assert all(c.local_epochs == 3 for c in sfl.grids(profile, ["table3"])["table3"])
+
+
 @pytest.mark.parametrize("name", ["smoke", "ci", "paper1", "paper"])
 def test_jgesr_profiles_are_valid_and_follow_the_papers_setting(name):
     from gflkit.papers.jgesr import PAPER_METHODS, PROFILES as JGESR_PROFILES, grids

@@ -54,6 +54,21 @@ def test_artifacts_are_stored_beside_the_records(tmp_path):
     assert store.load_artifacts({"method": "fedavg"}) == {}
 
 
+def test_artifacts_saved_on_a_gpu_load_on_a_machine_without_one(tmp_path, monkeypatch):
+    """A run computed on CUDA stores CUDA tensors; tag the CPU tensor as one (the saving side of a GPU
+    machine) and check that the store reads it back onto the CPU here."""
+    as_if_cuda = (0, lambda storage: "cuda:0" if storage.device.type == "cpu" else None, lambda obj, location: None)
+    store = ResultStore(tmp_path)
+    with monkeypatch.context() as patch:
+        patch.setattr(torch.serialization, "_package_registry", [as_if_cuda, *torch.serialization._package_registry])
+        store.save({"method": "fedu"}, pd.DataFrame({"round": [1]}), {"adjacency": torch.eye(2)})
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="CUDA"):  # what a plain torch.load does with such a file here
+            torch.load(store.folder({"method": "fedu"}) / "artifacts.pt", weights_only=True)
+    loaded = store.load_artifacts({"method": "fedu"})["adjacency"]
+    assert loaded.device.type == "cpu" and torch.equal(loaded, torch.eye(2))
+
+
 TWO_WRITERS = """
 import sys
 from gflkit.experiment import RunConfig, run_grid

@@ -93,7 +93,7 @@ AUTHORS_CODE_BASE = dict(BASE, model="resnet9", pool="train", test_ratio=None, t
                          weight_decay=5e-4, lr=0.4, lr_schedule=authors_schedule(20))
 #: What the ``authors_code`` profiles run: Table 3's FedAvg, SFL and SFL* and the graph mixings, no ablations.
 AUTHORS_CODE_SWEEP = {"traffic": (), "table3": ("fedavg", "sfl", "sfl_star"), "table4": (), "readings": ("authors_code",),
-                      "timing_layers": (), "learn_steps": (), "frequency": (), "local_epochs": ()}
+                      "timing_layers": (), "learn_steps": (), "frequency": (), "local_epoch_counts": ()}
 
 PROFILES = {
     # scikit-learn's embedded digits (8 × 8), 20 clients, MCLR, 4 rounds: the whole notebook in about a minute.
@@ -103,7 +103,7 @@ PROFILES = {
                   local_epochs=1),
         sweep={"traffic": (), "table3": TABLE3, "table4": TABLE4, "readings": tuple(READINGS),
                "timing_layers": (2, 3, 5), "learn_steps": (0, 10),
-               "frequency": ((2, 2), (4, 1)), "local_epochs": (1, 2)},
+               "frequency": ((2, 2), (4, 1)), "local_epoch_counts": (1, 2)},
     ),
     # Real MNIST (6,000 pooled samples), 10 clients of 2 shards, the paper's CNN and batch size, 10 rounds of
     # one local epoch at lr 0.01 (the paper's 0.001 barely moves a CNN in this budget): 9 minutes on 2 cores.
@@ -112,7 +112,7 @@ PROFILES = {
         base=dict(BASE, num_clients=10, max_samples=6_000, rounds=10, local_epochs=1, lr=0.01),
         sweep={"traffic": (), "table3": TABLE3, "table4": TABLE4, "readings": tuple(READINGS),
                "timing_layers": (2, 3, 5), "learn_steps": (0, 10, 50),
-               "frequency": ((5, 2), (10, 1)), "local_epochs": (1, 2)},
+               "frequency": ((5, 2), (10, 1)), "local_epoch_counts": (1, 2)},
     ),
     # The authors' code's MNIST training (AUTHORS_CODE_BASE) at the paper's budget: for a GPU (a ResNet-9
     # step on 128 images takes seconds on one CPU core).
@@ -132,7 +132,7 @@ PROFILES = {
         sweep={"traffic": TRAFFIC, "table3": TABLE3, "table4": TABLE4, "readings": tuple(READINGS),
                "timing_layers": (2, 3, 5),
                "learn_steps": (0, 5, 10, 20, 50),
-               "frequency": ((10, 40), (20, 20), (40, 10)), "local_epochs": (5, 10, 20, 40)},
+               "frequency": ((10, 40), (20, 20), (40, 10)), "local_epoch_counts": (5, 10, 20, 40)},
     ),
 }
 
@@ -212,6 +212,6 @@ def grids(params: Any, sections: Sequence[str] | None = None, data_root: str | P
         "frequency": lambda: [variant_config(params, "sfl", s, rounds=r, local_epochs=e)
                               for s in seeds for r, e in sweep["frequency"]],
         "local_epochs": lambda: [variant_config(params, "sfl", s, local_epochs=e)
-                                 for s in seeds for e in sweep["local_epochs"]],
+                                 for s in seeds for e in sweep["local_epoch_counts"]],
     }
     return {section: makers[section]() for section in chosen}

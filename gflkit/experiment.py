@@ -447,7 +447,8 @@ def run(
     ``evaluate`` (the run's evaluation protocol).
     With a store, the run checkpoints every ``checkpoint_every`` rounds and resumes after a kill, and
     is computed under the store's lock for it: a second process asking for the same run waits for the
-    first and reads its records.
+    first and reads its records. ``device="cuda"`` on a machine without a GPU reads runs a GPU machine
+    stored and raises ``RuntimeError`` for any other.
     """
     limit_threads()  # GFLKIT_THREADS, e.g. exported by `gflkit --threads 1 notebook ...` into the kernel
     resolved = resolve_device(device)
@@ -470,6 +471,11 @@ def run(
 def _compute(config: RunConfig, data_root: str | Path | None, device: torch.device, checkpoint: Checkpoint | None,
              checkpoint_every: int, progress: bool, local_training: str) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
     """Train ``config`` (resuming from ``checkpoint`` when one exists): its records and artifacts."""
+    if device.type == "cuda" and not torch.cuda.is_available():  # only stored CUDA runs can be read here
+        raise RuntimeError(f"run {config.method} seed={config.seed} is not stored under device 'cuda' and torch "
+                           f"sees no CUDA GPU here: compute it on a GPU machine and bring its results folder "
+                           f"back (benchmarks/sfl_paper_gpu.py shows how), or choose device 'cpu' (runs stored "
+                           f"under 'cpu' are separate)")
     fed = build_federation(config, data_root, device, local_training)
     algorithm = build_algorithm(config.method, **config.method_options)
     records = run_rounds(fed, algorithm, config.schedule(checkpoint_every), checkpoint, progress,

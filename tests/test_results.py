@@ -1,3 +1,4 @@
+import dataclasses
 import hashlib
 import json
 import os
@@ -112,6 +113,18 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
     with store.lock(config, poll=0.01):
         assert (store.folder(config) / "lock").read_text().endswith(f" {__import__('os').getpid()}")
     assert not (store.folder(config) / "lock").exists()
+
+
+def test_runs_stored_by_a_gpu_machine_are_read_without_one_and_others_refused_clearly(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    store = ResultStore(tmp_path)
+    computed = run(TINY, device="cpu", progress=False)
+    store.save(stored_key(TINY, "cuda"), computed.drop(columns=["method", "seed", "evaluate"]))  # as a GPU left it
+    read = run(TINY, store=store, device="cuda", progress=False)
+    pd.testing.assert_frame_equal(read, computed)
+    with pytest.raises(RuntimeError, match="run fedu seed=1 is not stored under device 'cuda' and torch sees no CUDA"):
+        run(dataclasses.replace(TINY, seed=1), store=store, device="cuda", progress=False)
+    assert not list(tmp_path.glob("*/checkpoint*")), "nothing half-written by the refused run"
 
 
 # --- damaged runs are set aside and recomputed, never used (issue #25 §2) -------------------------------

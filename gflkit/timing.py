@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 
 def time_rounds(config: Any, data_root: str | Path | None = None, device: str = "auto",
@@ -43,3 +43,19 @@ def time_rounds(config: Any, data_root: str | Path | None = None, device: str = 
             training.append(middle - start)
             aggregation.append(end - middle)
     return {"training_s": statistics.median(training), "aggregation_s": statistics.median(aggregation)}
+
+
+def time_interleaved(configs: Sequence[Any], data_root: str | Path | None = None, device: str = "auto",
+                     rounds: int = 2, passes: int = 3) -> list[dict[str, float]]:
+    """:func:`time_rounds` for every config in ``passes`` passes over all of them (each config once per
+    pass, in order), each config's seconds the median over its passes. A machine that slows down for a
+    while then slows every config of that pass alike rather than the configs timed at that moment, so the
+    ratios between configs are what a side-by-side comparison needs. Raises ``ValueError`` for
+    ``passes < 1``."""
+    if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
+        raise ValueError(f"passes must be a positive integer (passes over all configs), got {passes!r}")
+    measured: list[list[dict[str, float]]] = [[] for _ in configs]
+    for _ in range(passes):
+        for times, config in zip(measured, configs):
+            times.append(time_rounds(config, data_root, device, rounds))
+    return [{key: statistics.median(t[key] for t in times) for key in times[0]} for times in measured]

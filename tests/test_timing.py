@@ -1,7 +1,10 @@
 """gflkit.timing: a round's local training and aggregation, timed apart."""
+import pytest
+
+from gflkit import timing
 from gflkit.papers import sfl
 from gflkit.profiles import resolve_profile
-from gflkit.timing import time_rounds
+from gflkit.timing import time_interleaved, time_rounds
 
 
 def test_time_rounds_measures_training_and_aggregation_with_the_configs_own_options():
@@ -9,3 +12,24 @@ def test_time_rounds_measures_training_and_aggregation_with_the_configs_own_opti
     timed = time_rounds(sfl.variant_config(params, "sfl", 0, method_options={"layers": 5}), device="cpu", rounds=1)
     assert set(timed) == {"training_s", "aggregation_s"}
     assert timed["training_s"] > 0 and timed["aggregation_s"] > 0
+
+
+def test_time_interleaved_passes_over_every_config_and_takes_each_ones_median(monkeypatch):
+    calls = []
+    slow_second_pass = {("a", 2): 10.0}  # the machine slowed down during pass 2: a's outlier, not a's time
+
+    def fake_time_rounds(config, data_root, device, rounds):
+        calls.append(config)
+        seconds = slow_second_pass.get((config, calls.count(config)), {"a": 1.0, "b": 2.0}[config] * calls.count(config))
+        return {"training_s": seconds, "aggregation_s": 0.5}
+
+    monkeypatch.setattr(timing, "time_rounds", fake_time_rounds)
+    timed = time_interleaved(["a", "b"], rounds=2, passes=3)
+    assert calls == ["a", "b", "a", "b", "a", "b"], "one config after the other in each pass"
+    assert timed == [{"training_s": 3.0, "aggregation_s": 0.5}, {"training_s": 4.0, "aggregation_s": 0.5}]
+
+
+@pytest.mark.parametrize("passes", [0, -1, 1.5, True])
+def test_time_interleaved_refuses_a_bad_number_of_passes(passes):
+    with pytest.raises(ValueError, match="passes must be a positive integer"):
+        time_interleaved(["a"], passes=passes)

@@ -16,7 +16,7 @@ Usage, from the project root on the GPU machine (the MNIST files copied to ``.de
     SMALL=1 DEVICE=cpu python benchmarks/sfl_paper_gpu.py sfl_star fedavg     # the dry run, on a CPU
 
 Measured (H100, docs/results.md): two queues side by side took 235-250 s a run against 133-138 s for one
-run alone, so concurrency gains about 10 % throughput; plan on one queue.
+run alone, so concurrency gains 6-10 % throughput; plan on one queue.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ import torch  # noqa: E402  (after the environment above)
 
 from gflkit.experiment import run  # noqa: E402
 from gflkit.papers import sfl  # noqa: E402
-from gflkit.profiles import resolve_profile  # noqa: E402
+from gflkit.profiles import Profile, resolve_profile  # noqa: E402
 from gflkit.results import MANIFEST, ResultStore  # noqa: E402
 
 DEVICE = os.environ.get("DEVICE", "cuda" if torch.cuda.is_available() else "cpu")
@@ -69,13 +69,16 @@ def pack(name: str) -> None:
 
 
 def synchronize() -> None:
+    """Wait for the GPU's queued work, so that the clock reads the run's real end."""
     if DEVICE == "cuda":
         torch.cuda.synchronize()
 
 
-def run_variant(label: str, params, store: ResultStore) -> float:
+def run_variant(label: str, params: Profile, store: ResultStore) -> float:
     """Run (or read back) one variant, log and record its final mean accuracy; its wall time in seconds."""
     config = sfl.variant_config(params, label, params.seeds[0], **SHRINK)
+    if DEVICE == "cuda":
+        torch.cuda.reset_peak_memory_stats()  # this run's peak, not the queue's
     synchronize()
     began = time.time()
     records = run(config, data_root=os.environ.get("GFLKIT_DATA"), store=store, device=DEVICE, progress=False)

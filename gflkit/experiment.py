@@ -455,10 +455,12 @@ def run(
     mode = resolve_local_training(local_training)
     stored = stored_key(config, resolved)
     if store is None:
+        _check_computable(config, resolved)
         records = _compute(config, data_root, resolved, None, 0, progress, mode)[0]
     else:
         records = store.load(stored)
         if records is None:
+            _check_computable(config, resolved)
             with store.lock(stored):  # another process computing the same run: wait, then read its records
                 records = store.load(stored)
                 if records is None:
@@ -468,14 +470,18 @@ def run(
     return records.assign(method=config.method, seed=config.seed, evaluate=config.evaluate)
 
 
-def _compute(config: RunConfig, data_root: str | Path | None, device: torch.device, checkpoint: Checkpoint | None,
-             checkpoint_every: int, progress: bool, local_training: str) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
-    """Train ``config`` (resuming from ``checkpoint`` when one exists): its records and artifacts."""
-    if device.type == "cuda" and not torch.cuda.is_available():  # only stored CUDA runs can be read here
+def _check_computable(config: RunConfig, device: torch.device) -> None:
+    """Refuse to compute on CUDA where torch sees no GPU (only runs a GPU machine stored can be read here)."""
+    if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"run {config.method} seed={config.seed} is not stored under device 'cuda' and torch "
                            f"sees no CUDA GPU here: compute it on a GPU machine and bring its results folder "
                            f"back (benchmarks/sfl_paper_gpu.py shows how), or choose device 'cpu' (runs stored "
                            f"under 'cpu' are separate)")
+
+
+def _compute(config: RunConfig, data_root: str | Path | None, device: torch.device, checkpoint: Checkpoint | None,
+             checkpoint_every: int, progress: bool, local_training: str) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
+    """Train ``config`` (resuming from ``checkpoint`` when one exists): its records and artifacts."""
     fed = build_federation(config, data_root, device, local_training)
     algorithm = build_algorithm(config.method, **config.method_options)
     records = run_rounds(fed, algorithm, config.schedule(checkpoint_every), checkpoint, progress,

@@ -25,7 +25,8 @@ class Profile:
         base: keyword arguments of :class:`~gflkit.experiment.RunConfig` shared by every run.
         seeds: the seeds every configuration is run with.
         sweep: the notebook's experiment grid (e.g. ``{"methods": [...], "shards": [2, 5, 10]}``);
-            a ``methods`` entry is validated like the base configuration.
+            a ``methods`` entry is validated like the base configuration. No entry may be named like a
+            :class:`~gflkit.experiment.RunConfig` field (refused), so an override is never ambiguous.
         method_options: per-method hyper-parameters of this profile (e.g. a smaller FedSKA ``k`` for
             a 20-client smoke run), merged under any ``method_options`` passed to :meth:`config`.
         method_config: per-method :class:`~gflkit.experiment.RunConfig` fields that differ from the

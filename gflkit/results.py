@@ -130,7 +130,7 @@ def _parse_records(data: bytes) -> pd.DataFrame:
 def _check_artifacts(data: bytes) -> None:
     """Raise :class:`DamagedRun` unless the bytes of an ``artifacts.pt`` load."""
     try:
-        torch.load(io.BytesIO(data), weights_only=True)
+        torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")  # a GPU run read without one
     except Exception as error:  # torch raises RuntimeError, EOFError, UnpicklingError, ... on bad files
         raise DamagedRun(f"{ARTIFACTS} cannot be loaded ({type(error).__name__}: {error})") from None
 

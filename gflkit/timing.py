@@ -2,7 +2,9 @@
 aggregation, measured apart (SFL's Table 5, the benchmark notebook's cost columns).
 
 Times depend on the machine and on what else runs on it: compare methods measured side by side in one
-process, as ratios, and quote medians (:func:`time_rounds` takes the median over rounds after a warm-up).
+process, as ratios, and quote medians (:func:`time_rounds` takes the median over rounds after a warm-up;
+:func:`time_interleaved` times several configs in passes over all of them and takes the median over the
+passes).
 """
 from __future__ import annotations
 
@@ -47,15 +49,17 @@ def time_rounds(config: Any, data_root: str | Path | None = None, device: str = 
 
 def time_interleaved(configs: Sequence[Any], data_root: str | Path | None = None, device: str = "auto",
                      rounds: int = 2, passes: int = 3) -> list[dict[str, float]]:
-    """:func:`time_rounds` for every config in ``passes`` passes over all of them (each config once per
-    pass, in order), each config's seconds the median over its passes. A machine that slows down for a
-    while then slows every config of that pass alike rather than the configs timed at that moment, so the
-    ratios between configs are what a side-by-side comparison needs. Raises ``ValueError`` for
-    ``passes < 1``."""
-    if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
-        raise ValueError(f"passes must be a positive integer (passes over all configs), got {passes!r}")
+    """:func:`time_rounds` for every config in ``passes`` passes over all of them, each config's seconds the
+    median over its passes (returned in the order of ``configs``). Each pass takes every config once,
+    starting one config later than the pass before, so neither a slow spell of the machine nor a place
+    in the order falls on the same configs every time: the ratios between configs are what a
+    side-by-side comparison needs. Raises ``ValueError`` for ``passes`` or ``rounds`` below 1."""
+    for name, value in (("passes", passes), ("rounds", rounds)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    configs = list(configs)
     measured: list[list[dict[str, float]]] = [[] for _ in configs]
-    for _ in range(passes):
-        for times, config in zip(measured, configs):
-            times.append(time_rounds(config, data_root, device, rounds))
+    for shift in range(passes):
+        for index in [(shift + offset) % len(configs) for offset in range(len(configs))]:
+            measured[index].append(time_rounds(configs[index], data_root, device, rounds))
     return [{key: statistics.median(t[key] for t in times) for key in times[0]} for times in measured]

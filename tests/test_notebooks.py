@@ -192,5 +192,7 @@ def test_sfl_notebook_runs_with_its_optional_sections_emptied(tmp_path):
     claims = pd.read_csv(tmp_path / "claims.csv").set_index("claim")["verdict"]
     authors_step = [claim for claim in claims.index if "authors' code's local step" in claim]
     assert len(authors_step) == 1 and claims[authors_step[0]] == "not run"
+    evidence = pd.read_csv(tmp_path / "claims.csv").set_index("claim")["evidence"][authors_step[0]]
+    assert "sfl under the authors_code reading" in evidence, "names the missing reading, not the methods that ran"
     assert claims["SFL* (learned graph) beats SFL (given graph) on MNIST (Table 3)"] in {
         "reproduced", "not reproduced", "inconclusive"}

@@ -49,6 +49,16 @@ def test_ranks_and_average_ranks_by_hand() -> None:
     assert math.isclose(mean.sum(), 4 * 5 / 2)
 
 
+def test_means_equal_but_for_their_last_bits_tie() -> None:
+    """Two means of the same client scores summed in another order (the benchmark's Local and LG-FedAvg
+    at q = 2) must tie, in the ranks and in Friedman's tie correction."""
+    noisy = tied_table().assign(d=[0.6, 0.4, 0.9 - 1e-13])  # d equals b in s3 up to summation noise
+    assert 0.9 - 1e-13 != 0.9
+    assert list(ranking.ranks(noisy).loc["s3"]) == [3.0, 1.5, 4.0, 1.5]
+    exact = tied_table().assign(d=[0.6, 0.4, 0.9])
+    assert ranking.friedman(noisy).statistic == pytest.approx(ranking.friedman(exact).statistic, rel=1e-12)
+
+
 def test_friedman_is_scipys_on_the_columns() -> None:
     scores = tied_table()
     result = ranking.friedman(scores)

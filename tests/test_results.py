@@ -68,6 +68,9 @@ def test_artifacts_saved_on_a_gpu_load_on_a_machine_without_one(tmp_path, monkey
             torch.load(store.folder({"method": "fedu"}) / "artifacts.pt", weights_only=True)
     loaded = store.load_artifacts({"method": "fedu"})["adjacency"]
     assert loaded.device.type == "cpu" and torch.equal(loaded, torch.eye(2))
+    (store.folder({"method": "fedu"}) / "manifest.json").unlink()  # stored before manifests: checked, then adopted
+    assert torch.equal(store.load_artifacts({"method": "fedu"})["adjacency"], torch.eye(2))
+    assert (store.folder({"method": "fedu"}) / "manifest.json").exists(), "adopted, not set aside as damaged"
 
 
 TWO_WRITERS = """
@@ -124,7 +127,8 @@ def test_runs_stored_by_a_gpu_machine_are_read_without_one_and_others_refused_cl
     pd.testing.assert_frame_equal(read, computed)
     with pytest.raises(RuntimeError, match="run fedu seed=1 is not stored under device 'cuda' and torch sees no CUDA"):
         run(dataclasses.replace(TINY, seed=1), store=store, device="cuda", progress=False)
-    assert not list(tmp_path.glob("*/checkpoint*")), "nothing half-written by the refused run"
+    assert [p.name for p in tmp_path.iterdir()] == [store.folder(stored_key(TINY, "cuda")).name], \
+        "the refused run leaves nothing behind"
 
 
 # --- damaged runs are set aside and recomputed, never used (issue #25 §2) -------------------------------

@@ -25,11 +25,13 @@ def test_time_interleaved_passes_over_every_config_and_takes_each_ones_median(mo
 
     monkeypatch.setattr(timing, "time_rounds", fake_time_rounds)
     timed = time_interleaved(["a", "b"], rounds=2, passes=3)
-    assert calls == ["a", "b", "a", "b", "a", "b"], "one config after the other in each pass"
+    assert calls == ["a", "b", "b", "a", "a", "b"], "every config once per pass, each pass starting one later"
     assert timed == [{"training_s": 3.0, "aggregation_s": 0.5}, {"training_s": 4.0, "aggregation_s": 0.5}]
+    assert time_interleaved(iter(["b"]), passes=1) == [{"training_s": 8.0, "aggregation_s": 0.5}], "any iterable"
 
 
-@pytest.mark.parametrize("passes", [0, -1, 1.5, True])
-def test_time_interleaved_refuses_a_bad_number_of_passes(passes):
-    with pytest.raises(ValueError, match="passes must be a positive integer"):
-        time_interleaved(["a"], passes=passes)
+@pytest.mark.parametrize("name, value", [("passes", 0), ("passes", -1), ("passes", 1.5), ("passes", True),
+                                         ("rounds", 0)])
+def test_time_interleaved_refuses_a_bad_number_of_passes_or_rounds(name, value):
+    with pytest.raises(ValueError, match=f"{name} must be a positive integer"):
+        time_interleaved(["a"], **{name: value})

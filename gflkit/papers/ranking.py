@@ -7,7 +7,9 @@ Machine Learning Research* 7, 1–30. The input is a benchmark table ``scores`` 
 skipped, because a method's rank only means something against the same settings as the others'.
 
 **Ranks.** Within setting :math:`i` the methods are ranked, :math:`r_i^j = 1` for the best; tied
-methods share the average of the ranks they span (:func:`ranks`). The average rank of method :math:`j`
+methods share the average of the ranks they span (:func:`ranks`). Scores equal to :data:`TIE_DECIMALS`
+decimals tie: two means of the same numbers summed in another order differ in their last bits, and
+ranking on those bits would break a real tie by floating-point noise. The average rank of method :math:`j`
 is :math:`R_j = \frac1N \sum_i r_i^j` (:func:`average_ranks`).
 
 **Friedman's test** (:func:`friedman`) of the null hypothesis that all methods are equivalent (so every
@@ -46,6 +48,10 @@ import pandas as pd
 from scipy import stats
 
 
+#: Scores are compared to this many decimals (see the module docstring: ties).
+TIE_DECIMALS = 9
+
+
 class FriedmanResult(NamedTuple):
     """Friedman's test of a settings × methods table: :math:`\\chi^2_F` (tie-corrected), its p-value under
     :math:`\\chi^2_{k-1}`, the number of settings ``n`` and of methods ``k``."""
@@ -57,7 +63,8 @@ class FriedmanResult(NamedTuple):
 
 
 def _validated(scores: pd.DataFrame) -> np.ndarray:
-    """``scores`` as a float (N, k) array, refusing an empty table, non-numeric cells and missing scores."""
+    """``scores`` as a float (N, k) array rounded to :data:`TIE_DECIMALS` decimals, refusing an empty table,
+    non-numeric cells and missing scores."""
     if not isinstance(scores, pd.DataFrame):
         raise TypeError(f"scores must be a settings × methods DataFrame, got {type(scores).__name__}")
     if scores.shape[0] == 0 or scores.shape[1] == 0:
@@ -82,7 +89,7 @@ def _validated(scores: pd.DataFrame) -> np.ndarray:
         raise ValueError(
             f"scores has an infinite value for (setting, method) ({scores.index[i]!r}, {scores.columns[j]!r})"
         )
-    return values
+    return np.round(values, TIE_DECIMALS)
 
 
 def ranks(scores: pd.DataFrame) -> pd.DataFrame:

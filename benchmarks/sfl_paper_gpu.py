@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import torch  # noqa: E402  (after the environment above)
 
+from gflkit import metrics  # noqa: E402
 from gflkit.experiment import run  # noqa: E402
 from gflkit.papers import sfl  # noqa: E402
 from gflkit.profiles import Profile, resolve_profile  # noqa: E402
@@ -84,9 +85,9 @@ def run_variant(label: str, params: Profile, store: ResultStore) -> float:
     records = run(config, data_root=os.environ.get("GFLKIT_DATA"), store=store, device=DEVICE, progress=False)
     synchronize()
     wall = time.time() - began
-    final = records[records["round"] == records["round"].max()]
     memory = torch.cuda.max_memory_allocated() / 2**30 if DEVICE == "cuda" else 0.0
-    row = dict(variant=label, accuracy=final["accuracy"].mean(), rounds=int(records["round"].max()),
+    accuracy = metrics.final_summary(records)["mean"].iloc[0]  # mean client accuracy at the last round
+    row = dict(variant=label, accuracy=accuracy, rounds=int(records["round"].max()),
                wall_s=round(wall, 1), peak_gpu_gib=round(memory, 1),
                device=torch.cuda.get_device_name(0) if DEVICE == "cuda" else "cpu",
                local_training=",".join(sorted(set(map(str, records["local_training"])))),

@@ -247,6 +247,25 @@ def final_summary(
     return table.reset_index()
 
 
+def long_summary(summary: pd.DataFrame, by: Sequence[str],
+                 columns: Sequence[str] = ("mean", "best5", "worst5")) -> pd.DataFrame:
+    """A :func:`final_summary` table in long form for :func:`gflkit.papers.paper_vs_measured`: one row per
+    ``by`` group and summary column, with ``metric`` (the column's name), ``value`` (its mean over seeds),
+    ``std`` (its standard deviation over seeds, NaN for one seed) and ``seeds`` (how many)."""
+    by = list(by)
+    _require_columns(summary, [*by, *columns, *(f"{c}_std" for c in columns), "num_seeds"])
+    parts = [summary[by].assign(metric=c, value=summary[c], std=summary[f"{c}_std"], seeds=summary["num_seeds"])
+             for c in columns]
+    return pd.concat(parts, ignore_index=True)
+
+
+def mean_and_spread(value: float, std: float, seeds: int, decimals: int = 2) -> str:
+    """``97.45 ± 0.12 (3 seeds)``, or ``97.45 (1 seed)`` where one seed has no spread."""
+    if seeds < 2 or pd.isna(std):
+        return f"{value:.{decimals}f} ({seeds} seed{'s' if seeds != 1 else ''})"
+    return f"{value:.{decimals}f} ± {std:.{decimals}f} ({seeds} seeds)"
+
+
 PROTOCOLS = ("server", "local")
 
 

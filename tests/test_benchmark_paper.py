@@ -58,3 +58,13 @@ def test_runs_carry_their_own_protocol_and_share_keys_with_their_source_papers_r
         ours = benchmark.method_config(params, label, "shards q=5", 0)
         theirs = shards_config(fedska_params, label, 5, 0)
         assert config_key(ours.to_dict()) == config_key(theirs.to_dict()), label
+
+
+def test_a_perturbed_twin_is_no_independent_block():
+    settings = list(benchmark.SETTINGS)
+    blocks = benchmark.independent_settings(settings)
+    assert "noisy uplink s=0.1, q=5" not in blocks and len(blocks) == len(settings) - 1
+    # without the setting it perturbs, the twin is the only reading of its partition and counts
+    alone = ["shards q=2", "noisy uplink s=0.1, q=5"]
+    assert benchmark.independent_settings(alone) == alone
+    assert all(original in benchmark.SETTINGS for original in benchmark.TWINS.values())

@@ -5,8 +5,8 @@ import pytest
 
 from gflkit.papers import Verdict
 from gflkit.papers.comparison import (Difference, Scoring, at_least, best_other, best_other_per_group,
-                                      bootstrap_difference, compare, compare_per_group, compare_with_best_other,
-                                      difference_noise, every, held_out_difference, seed_difference)
+                                      client_difference, compare, compare_per_group, compare_with_best_other,
+                                      difference_noise, every, held_out_difference, seed_difference, tied_best)
 
 
 def records_of(scores: dict[str, list[float]], seeds=(0,), num_samples=None, last_round=5) -> pd.DataFrame:
@@ -28,51 +28,57 @@ def spread_clients(shift: float, clients: int = 100, seed: int = 0) -> tuple[np.
     return second + shift + rng.normal(0.0, 2.0, clients), second
 
 
-def test_paired_bootstrap_on_three_clients_matches_the_27_equally_likely_resamples():
-    # per-client differences 0, 1, 5: each of the 3^3 = 27 resamples is equally likely; (0, 0, 0) alone
-    # has probability 1/27 = 3.7 % > 2.5 %, so the 2.5 % percentile of the resampled means is 0, and
-    # likewise (5, 5, 5) puts the 97.5 % percentile at 5; the estimate is (0 + 1 + 5) / 3 = 2
-    difference = bootstrap_difference([80.0, 71.0, 65.0], [80.0, 70.0, 60.0])
+def test_one_seed_model_is_students_t_over_the_clients_paired_differences():
+    # d = 0, 1, 5: mean 2, sd √7 = 2.645751, se = sd/√3 = 1.527525, t(0.975, 2 df) = 4.302653 → ± 6.572411
+    difference = client_difference([80.0, 71.0, 65.0], [80.0, 70.0, 60.0])
     assert difference.estimate == pytest.approx(2.0)
-    assert (difference.low, difference.high) == (0.0, 5.0)
-    assert difference.n == 3 and difference.model == "paired bootstrap over 3 clients, unweighted mean"
+    assert (difference.low, difference.high) == pytest.approx((2 - 6.572411, 2 + 6.572411), abs=1e-6)
+    assert difference.n == 3
+    assert difference.model == ("Student t over 3 clients of one seed, unweighted mean: client sampling only, "
+                                "not a rerun")
 
 
-def test_paired_bootstrap_weights_clients_by_test_size():
-    # weights 1, 1, 2: (0·1 + 1·1 + 5·2) / 4 = 2.75; the extreme resamples stay 0 and 5
-    difference = bootstrap_difference([80.0, 71.0, 65.0], [80.0, 70.0, 60.0], weights=[1, 1, 2])
+def test_one_seed_model_weights_clients_by_test_size():
+    # weights 1, 1, 2: estimate (0 + 1 + 10) / 4 = 2.75; residuals (w / w̄)(d − 2.75) = −2.0625, −1.3125, 3.375,
+    # se² = Σ r² / (3·2) = 2.894531 → se = 1.701332, half width 4.302653 · se = 7.320242
+    difference = client_difference([80.0, 71.0, 65.0], [80.0, 70.0, 60.0], weights=[1, 1, 2])
     assert difference.estimate == pytest.approx(2.75)
-    assert (difference.low, difference.high) == (0.0, 5.0)
+    assert (difference.low, difference.high) == pytest.approx((2.75 - 7.320242, 2.75 + 7.320242), abs=1e-5)
     assert "weighted by test size" in difference.model
+    with pytest.raises(ValueError, match="one positive test size per client"):
+        client_difference([1.0, 2.0], [0.0, 0.0], weights=[1, 0])
+    with pytest.raises(ValueError, match="at least two clients"):
+        client_difference([1.0], [0.0])
 
 
-def test_the_bootstrap_is_paired_a_constant_gain_over_spread_clients_is_decided():
+def test_the_client_model_is_paired_a_constant_gain_over_spread_clients_is_decided():
     # every client gains exactly one point: the paired interval is [1, 1]; an unpaired comparison of two
     # samples spread from 50 to 90 would call it noise
-    difference = bootstrap_difference([51.0, 71.0, 91.0], [50.0, 70.0, 90.0])
+    difference = client_difference([51.0, 71.0, 91.0], [50.0, 70.0, 90.0])
     assert (difference.low, difference.high) == pytest.approx((1.0, 1.0))
     assert difference.verdict is Verdict.REPRODUCED
 
 
 def test_a_three_hundredths_difference_over_100_realistic_clients_is_inconclusive():
     first, second = spread_clients(0.03)
-    difference = bootstrap_difference(first, second)
+    difference = client_difference(first, second)
     assert difference.low < 0 < difference.high and difference.high - difference.low > 0.3
     assert difference.verdict is Verdict.INCONCLUSIVE
 
 
 def test_a_clear_difference_is_decided_both_ways():
     better, worse = spread_clients(3.0)
-    assert bootstrap_difference(better, worse).verdict is Verdict.REPRODUCED
-    assert bootstrap_difference(worse, better).verdict is Verdict.NOT_REPRODUCED
+    assert client_difference(better, worse).verdict is Verdict.REPRODUCED
+    assert client_difference(worse, better).verdict is Verdict.NOT_REPRODUCED
 
 
-def test_the_bootstrap_is_seeded():
+def test_a_stricter_level_widens_the_interval_and_says_so():
     first, second = spread_clients(0.5)
-    same = bootstrap_difference(first, second, seed=3), bootstrap_difference(first, second, seed=3)
-    assert same[0] == same[1]
-    other = bootstrap_difference(first, second, seed=4)
-    assert other.estimate == same[0].estimate and (other.low, other.high) != (same[0].low, same[0].high)
+    plain, strict = client_difference(first, second), client_difference(first, second, level=0.99)
+    assert strict.estimate == plain.estimate and strict.low < plain.low and strict.high > plain.high
+    assert "99.00 % interval" in strict.model and "%" not in plain.model
+    with pytest.raises(ValueError, match="level must lie strictly between 0 and 1"):
+        client_difference(first, second, level=1.0)
 
 
 def test_seed_model_is_students_t_on_the_paired_per_seed_differences():
@@ -108,8 +114,8 @@ def test_margins_and_within_claims():
 
 
 def test_describe_gives_the_estimate_interval_and_model():
-    difference = Difference(estimate=0.45, low=-0.12, high=1.02, model="paired bootstrap over 100 clients", n=100)
-    assert difference.describe() == "+0.45 [−0.12, +1.02] (paired bootstrap over 100 clients)"
+    difference = Difference(estimate=0.45, low=-0.12, high=1.02, model="Student t over 3 seeds", n=3)
+    assert difference.describe() == "+0.45 [−0.12, +1.02] (Student t over 3 seeds)"
     assert Difference(-1e-12, -0.004, 0.0, "m", 1).interval_text == "[+0.00, +0.00]"
 
 
@@ -131,7 +137,14 @@ def test_compare_pairs_records_on_seed_and_client_at_the_reported_round():
     earlier = records.assign(round=1, accuracy=0.0)  # an earlier round must not enter
     shuffled = pd.concat([records, earlier]).sample(frac=1.0, random_state=0)  # nor the rows' order matter
     difference = compare(shuffled, "a", "b")
-    assert difference == bootstrap_difference(first, second)
+    assert difference == client_difference(first, second)
+
+
+def test_compare_uses_the_seed_model_from_two_seeds():
+    records = records_of({"a": [91.0, 93.0, 92.0, 94.0], "b": [90.0] * 4}, seeds=(0, 1))
+    # per-seed client means 92, 93 against 90: t over 2 seeds (1 degree of freedom), wide but honest
+    assert compare(records, "a", "b") == seed_difference([92.0, 93.0], [90.0, 90.0])
+    assert compare(records, "a", "b").model == "Student t over 2 seeds of the client mean"
 
 
 def test_compare_uses_the_seed_model_from_three_seeds():
@@ -159,16 +172,52 @@ def test_mismatched_pairs_are_refused():
         compare(different_sizes, "a", "b", Scoring(weighted=True))
 
 
-def test_ranking_compares_with_the_best_other_method():
-    best, runner_up = spread_clients(1.0, clients=50)
-    records = records_of({"fedska": list(best), "sfl": list(runner_up), "fedavg": list(runner_up - 10)})
-    assert best_other(pd.Series({"fedska": 3.0, "sfl": 2.0, "fedavg": 1.0}), "fedska") == "sfl"
-    assert best_other(pd.Series({"fedska": 3.0, "sfl": 2.0, "fedavg": 1.0}), "fedska", ["fedavg"]) == "fedavg"
-    other, difference = compare_with_best_other(records, "fedska")
-    assert other == "sfl" and difference == compare(records, "fedska", "sfl")
-    assert compare_with_best_other(records, "fedavg")[1].verdict is Verdict.NOT_REPRODUCED
-    with pytest.raises(ValueError, match=r"no score for \['ditto'\]"):
-        compare_with_best_other(records, "fedska", ["sfl", "ditto"])
+def seed_records(per_seed: dict[str, list[float]], clients: int = 4) -> pd.DataFrame:
+    """Records whose method ``m`` scores ``per_seed[m][s]`` on every client of seed ``s`` (exact per-seed means)."""
+    seeds = tuple(range(len(next(iter(per_seed.values())))))
+    return records_of({m: [v for v in values for _ in range(clients)] for m, values in per_seed.items()}, seeds=seeds)
+
+
+def test_best_other_reports_ties_to_the_tables_rounding_and_no_list_order():
+    scores = pd.Series({"fedska": 97.45, "fedu": 97.9012, "sfl": 97.8988, "ditto": 97.84})
+    assert best_other(scores, "fedska") == ("fedu", "sfl")
+    assert best_other(scores, "fedska", ["ditto", "fedu"]) == ("fedu",)
+    assert tied_best(pd.Series({"a": 1.0, "b": 2.0})) == ("b",)
+    with pytest.raises(ValueError, match=r"no score for \['moon'\]"):
+        best_other(scores, "fedska", ["moon"])
+
+
+def test_best_of_many_is_reproduced_only_when_it_beats_every_candidate():
+    records = seed_records({"x": [93.0, 94.0, 95.0], "a": [90.0, 90.5, 91.0], "b": [91.0, 91.7, 92.1]})
+    other, difference = compare_with_best_other(records, "x")
+    # x − b = 2.0, 2.3, 2.9 is the tighter of the two: the claim's difference is it, at the plain 95 % level
+    assert other == "b" and difference == compare(records, "x", "b")
+    assert difference.verdict is Verdict.REPRODUCED and "Bonferroni" not in difference.model
+    worse = seed_records({"x": [93.0, 94.0, 95.0], "a": [90.0, 90.5, 91.0], "b": [93.0, 95.0, 94.0]})
+    assert compare_with_best_other(worse, "x")[1].verdict is Verdict.INCONCLUSIVE
+
+
+def test_not_the_best_is_decided_only_after_correcting_for_the_choice_among_candidates():
+    # x − best = −1.0, −1.5, −2.0: decided below 0 at 95 % (t over 3 seeds: [−2.74, −0.26]), but the best
+    # competitor was picked from 7 candidates: at the Bonferroni level 1 − 0.05/7 the interval reaches above 0
+    candidates = {f"c{i}": [80.0, 80.0, 80.0] for i in range(6)}
+    records = seed_records({"x": [90.0, 90.0, 90.0], "best": [91.0, 91.5, 92.0], **candidates})
+    assert compare(records, "x", "best").verdict is Verdict.NOT_REPRODUCED
+    other, difference = compare_with_best_other(records, "x")
+    assert other == "best" and difference.verdict is Verdict.INCONCLUSIVE
+    assert difference.low < compare(records, "x", "best").low
+    assert difference.model.endswith("99.29 % interval; Bonferroni over 7 candidates")
+    # against one named competitor there is nothing to correct: decided
+    assert compare_with_best_other(records, "x", ["best"])[1].verdict is Verdict.NOT_REPRODUCED
+    # a gap beyond the corrected interval is decided even so
+    clear = seed_records({"x": [90.0, 90.0, 90.0], "best": [95.0, 95.2, 95.4], **candidates})
+    assert compare_with_best_other(clear, "x")[1].verdict is Verdict.NOT_REPRODUCED
+
+
+def test_tied_competitors_are_named_together():
+    records = seed_records({"x": [90.0, 90.0, 90.0], "fedu": [95.0, 95.2, 95.4], "sfl": [95.0, 95.2, 95.4]})
+    other, difference = compare_with_best_other(records, "x")
+    assert other == "fedu = sfl" and difference.verdict is Verdict.NOT_REPRODUCED
 
 
 def test_per_setting_helpers_compare_within_each_group_and_name_the_best_other():
@@ -179,6 +228,6 @@ def test_per_setting_helpers_compare_within_each_group_and_name_the_best_other()
     pairwise = compare_per_group(records, "q", "fedska", "sfl")
     assert list(pairwise) == ["q=2", "q=10"] and pairwise["q=2"] == compare(at_2, "fedska", "sfl")
     ranking = best_other_per_group(records, "q", "fedska")
-    assert list(ranking) == ["q=2 vs sfl", "q=10 vs fedavg"]
+    assert list(ranking) == ["q=2 vs sfl", "q=10 vs fedavg"]  # q=2: the tightest; q=10: the one decided above
     assert [d.verdict for d in ranking.values()] == [Verdict.REPRODUCED, Verdict.NOT_REPRODUCED]
     assert every(ranking).verdict is Verdict.NOT_REPRODUCED

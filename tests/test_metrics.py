@@ -13,6 +13,8 @@ from gflkit.metrics import (
     best_fraction,
     final_summary,
     identical_methods,
+    long_summary,
+    mean_and_spread,
     protocol_table,
     reported_rows,
     summarize_clients,
@@ -142,6 +144,21 @@ def test_final_summary_last_round_then_seeds() -> None:
     # method b: seed 0 ends at round 2 (mean 50), seed 1 at round 1 (mean 40)
     assert b["mean"] == pytest.approx(45.0) and b["worst5"] == pytest.approx((50 + 20) / 2)
     assert a["num_seeds"] == 2 and b["num_seeds"] == 2
+
+
+def test_long_summary_carries_the_spread_over_seeds_and_their_number() -> None:
+    table = long_summary(final_summary(make_records(), value="accuracy", by=("method",)), ["method"])
+    assert list(table.columns) == ["method", "metric", "value", "std", "seeds"]
+    a_mean = table[(table["method"] == "a") & (table["metric"] == "mean")].iloc[0]
+    assert a_mean["value"] == pytest.approx(75.0) and a_mean["std"] == pytest.approx(np.std([70, 80], ddof=1))
+    assert a_mean["seeds"] == 2 and sorted(set(table["metric"])) == ["best5", "mean", "worst5"]
+    with pytest.raises(ValueError, match="num_seeds"):
+        long_summary(pd.DataFrame({"method": ["a"], "mean": [1.0], "best5": [1.0], "worst5": [1.0]}), ["method"])
+
+
+def test_mean_and_spread_names_the_seeds() -> None:
+    assert mean_and_spread(97.4512, 0.1234, 3) == "97.45 ± 0.12 (3 seeds)"
+    assert mean_and_spread(97.4512, float("nan"), 1) == "97.45 (1 seed)"
 
 
 def test_best_val_reports_the_round_with_the_best_mean_validation_score() -> None:

@@ -39,6 +39,14 @@ def test_paper_vs_measured_keeps_measured_rows_and_computes_difference():
     assert table["method"].tolist() == ["fedavg", "new"]
     assert table.loc[0, "difference"] == pytest.approx(1.0)
     assert pd.isna(table.loc[1, "paper"])
+    assert list(table.columns) == ["method", "measured", "paper", "difference"]
+
+
+def test_paper_vs_measured_keeps_the_spread_over_seeds_where_the_measurement_has_it():
+    measured = pd.DataFrame({"method": ["fedavg"], "value": [91.0], "std": [0.3], "seeds": [3]})
+    table = paper_vs_measured(measured, pd.DataFrame({"method": ["fedavg"], "value": [90.0]}), on=["method"])
+    assert list(table.columns) == ["method", "measured", "measured_std", "seeds", "paper", "difference"]
+    assert table.loc[0, "measured_std"] == 0.3 and table.loc[0, "seeds"] == 3
 
 
 def test_claims_table_reports_verdicts():

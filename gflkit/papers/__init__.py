@@ -45,12 +45,16 @@ def paper_vs_measured(
     measured_col: str = "value",
     paper_col: str = "value",
 ) -> pd.DataFrame:
-    """Measured numbers beside the paper's: columns ``*on, measured, paper, difference``.
+    """Measured numbers beside the paper's: columns ``*on, measured, paper, difference``, and
+    ``measured_std, seeds`` after ``measured`` where ``measured`` has the columns ``std`` and ``seeds`` (the
+    spread over seeds and how many ran, :func:`gflkit.metrics.long_summary`).
 
     ``difference = measured − paper``. Every measured row is kept (the paper column is NaN where the
     paper reports nothing); paper rows without a measured counterpart are dropped.
     """
-    left = measured[list(on) + [measured_col]].rename(columns={measured_col: "measured"})
+    spread = ["std", "seeds"] if {"std", "seeds"} <= set(measured.columns) else []
+    left = measured[list(on) + [measured_col, *spread]].rename(columns={measured_col: "measured",
+                                                                       "std": "measured_std"})
     right = paper[list(on) + [paper_col]].rename(columns={paper_col: "paper"})
     table = left.merge(right, on=list(on), how="left")
     table["difference"] = table["measured"] - table["paper"]

@@ -67,6 +67,10 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "dirichlet α=0.5": dict(partition="dirichlet", partition_options={"alpha": 0.5}, channel=CLEAN),
     "noisy uplink s=0.1, q=5": dict(partition="shards", partition_options={"shards_per_client": 5}, channel=NOISY),
 }
+#: Setting → the setting it perturbs. A twin shares its partition, seeds and clients with the setting it
+#: perturbs (the noisy uplink is q = 5 with a noisy channel), so its ranks are not an independent block:
+#: Friedman's test and the Nemenyi difference count it once (:func:`independent_settings`).
+TWINS: dict[str, str] = {"noisy uplink s=0.1, q=5": "shards q=5"}
 SECTIONS = ("benchmark",)
 BASE = dict(dataset="mnist", num_clients=100, model="mclr", batch_size=32, lr=0.01, local_epochs=1, rounds=200,
             eval_every=5)
@@ -108,6 +112,12 @@ PROFILES = {
                      sweep={"variants": tuple(METHODS), "settings": tuple(SETTINGS), "timing_methods": tuple(METHODS)},
                      method_options=_method_options(200)),
 }
+
+
+def independent_settings(settings: Sequence[str]) -> list[str]:
+    """The ``settings`` that are independent blocks for Friedman's test: each setting, less every twin
+    (:data:`TWINS`) whose original is among them."""
+    return [s for s in settings if TWINS.get(s) not in settings]
 
 
 def method_config(params: Profile, label: str, setting: str, seed: int, **changes: Any):

@@ -15,29 +15,47 @@ not reproduced when the interval lies entirely outside :math:`[-m, m]`.
 
 **Noise models**, the first that applies:
 
-1. *Seeds* (:func:`seed_difference`; at least :data:`MIN_SEEDS` seeds). Both methods ran with each seed
-   :math:`s = 1, \dots, S` (same partition, same initial model), so the difference of their client means
-   :math:`d_s = \bar a_s - \bar b_s` is paired per seed. With :math:`\bar d` the mean and :math:`s_d` the
-   sample standard deviation (ddof = 1) of the :math:`d_s`, Student's t interval is
-   :math:`\bar d \pm t_{0.975,\,S-1}\; s_d / \sqrt S`. It covers everything a seed changes.
-2. *Clients* (:func:`bootstrap_difference`; one or two seeds). Client :math:`k` scored both methods on its
-   own test split, so its difference :math:`d_k = a_k - b_k` is the unit. The statistic is the mean
-   difference, unweighted :math:`\hat\Delta = \frac1K \sum_k d_k` (the tables' ``mean``) or weighted by the
-   clients' test sizes :math:`n_k`, :math:`\hat\Delta = \sum_k n_k d_k / \sum_k n_k` (``weighted_mean``).
-   A paired bootstrap draws :data:`RESAMPLES` resamples of the :math:`K` clients with replacement from a
-   seeded generator, recomputes the statistic on each, and takes their 2.5 % and 97.5 % percentiles. It
-   measures how much the conclusion depends on which clients were scored; training noise across seeds
-   is not in it, so it is the narrower of the two.
+1. *Seeds and clients* (:func:`seed_difference`; at least :data:`MIN_SEEDS` seeds). A seed draws the
+   partition, the initial model, the sampling and the minibatch order, so client :math:`k` of seed
+   :math:`s` is a fresh client: the per-client differences follow the two-level model
+   :math:`d_{s,k} = \Delta + u_s + e_{s,k}` (a seed effect :math:`u_s`, variance :math:`\sigma_u^2`, and a
+   client effect :math:`e_{s,k}` nested in it, variance :math:`\sigma_e^2`). Each seed's client mean
+   :math:`\bar d_s = \Delta + u_s + \bar e_s` then has variance :math:`\sigma_u^2 + \sigma_e^2/K` and the
+   seeds are independent, so Student's t over the :math:`S` per-seed paired differences,
+   :math:`\bar d \pm t_{0.975,\,S-1}\; s_d / \sqrt S`, covers both levels — exactly when the
+   :math:`\bar d_s` are normal, which the mean over :math:`K \ge 10` clients makes nearly so. This is why
+   it is preferred to a two-level bootstrap (which with 2–5 seeds resamples almost nothing at its upper
+   level) and to a seed variance pooled over a table's comparisons (which assumes every pair of methods
+   varies alike over seeds, an assumption each table would have to check). Its coverage is simulated in
+   :mod:`gflkit.papers.coverage` and tested.
+2. *Clients only* (:func:`client_difference`; one seed). Client :math:`k` scored both methods on its own
+   test split, so :math:`d_k = a_k - b_k` is the unit. The statistic is the mean difference, unweighted
+   :math:`\hat\Delta = \frac1K \sum_k d_k` (the tables' ``mean``) or weighted by the clients' test sizes
+   :math:`n_k`, :math:`\hat\Delta = \sum_k n_k d_k / \sum_k n_k` (``weighted_mean``), with Student's t
+   interval :math:`\hat\Delta \pm t_{0.975,\,K-1}\,\mathrm{se}`, :math:`\mathrm{se}^2 = \frac{1}{K(K-1)}
+   \sum_k (n_k/\bar n)^2 (d_k - \hat\Delta)^2` (the usual linearisation of a ratio of means; :math:`s_d^2/K`
+   unweighted). It covers :math:`\Delta + u_s`, the difference *on this seed*: which clients were scored,
+   not what a rerun changes, and every model string says so. (A percentile bootstrap over 10–20 clients
+   is 10–20 % too narrow, :mod:`gflkit.papers.coverage`; the t interval keeps its coverage there.)
 3. *Test images* (:func:`held_out_difference`; one accuracy over the union of unseen clients' images,
    FedCG's and LEAF's protocol). Two accuracies near :math:`p` measured on the same :math:`n` images differ
    by noise of standard error :math:`\mathrm{se} = 100 \sqrt{2 p (1 - p) / n}` points
    (:func:`difference_noise`, the two methods' errors taken as independent); the interval is
    :math:`\hat\Delta \pm z_{0.975}\,\mathrm{se}` with :math:`z_{0.975} \approx 1.96`.
 
+**Ranking claims pick the best of many** (:func:`compare_with_best_other`). "X is the best of the :math:`m + 1`
+methods" holds only if X beats *every* other one: an intersection of :math:`m` one-sided claims, each
+decided at the plain 95 % level (an intersection–union test needs no correction). "X is *not* the best"
+holds if *some* other method beats X: a union over :math:`m` candidates, which is decided only when one
+candidate's interval at the Bonferroni level :math:`1 - 0.05/m` lies below 0 (Holm's first step; it
+keeps the family-wise error at 5 % whichever candidate the data make look best). Anything else is
+inconclusive. Scores equal to the tables' two decimals are a tie, and a tie is named as one
+(``fedu = sfl``), never broken by list order (:func:`best_other`).
+
 **From records** (:class:`Scoring`, :func:`compare`): tidy per-client rows as :mod:`gflkit.metrics`
 describes them (``method``, ``seed``, ``client``, ``round``, the score, ``num_samples``). Each run's scores
 at its reported round are paired on ``(seed, client)``; a pair that exists for one side only is refused.
-A ranking claim ("best of the eight") compares the method with the best *other* one
+A ranking claim ("best of the eight") compares the method with every other one as above
 (:func:`compare_with_best_other`); an ablation claim ("removing X lowers the accuracy") is the comparison
 of the full method with the ablated one.
 """
@@ -46,7 +64,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -57,10 +75,10 @@ from gflkit.papers.verdict import Verdict
 
 #: coverage of every interval
 LEVEL = 0.95
-#: bootstrap resamples
-RESAMPLES = 2000
-#: seeds from which the seed model (Student t) replaces the bootstrap over clients
-MIN_SEEDS = 3
+#: seeds from which the seed model (Student t over seeds) replaces the one-seed model over clients
+MIN_SEEDS = 2
+#: decimals of the tables: scores equal to this many decimals tie
+TABLE_DECIMALS = 2
 
 
 def _signed(value: float) -> str:
@@ -75,8 +93,8 @@ class Difference:
     Attributes:
         estimate: the measured difference :math:`\hat\Delta`.
         low, high: its 95 % interval.
-        model: the noise model that gave the interval, in words ("paired bootstrap over 100 clients,
-            unweighted mean").
+        model: the noise model that gave the interval, in words ("Student t over 3 seeds of the client
+            mean").
         n: the model's number of units (clients, seeds or test images).
         claim: ``"exceeds"`` (``difference > margin``: "first beats second") or ``"within"``
             (``|difference| ≤ margin``).
@@ -126,7 +144,7 @@ class Difference:
         return f"[{_signed(self.low)}, {_signed(self.high)}]"
 
     def describe(self) -> str:
-        """``+0.45 [−0.12, +1.02] (paired bootstrap over 100 clients, unweighted mean)``."""
+        """``+0.45 [−0.12, +1.02] (Student t over 3 seeds of the client mean)``."""
         return f"{self.estimate_text} {self.interval_text} ({self.model})"
 
 
@@ -176,34 +194,53 @@ def _paired(first: Any, second: Any) -> np.ndarray:
     return a - b
 
 
-def seed_difference(first: Any, second: Any, statistic: str = "client mean") -> Difference:
+def _t_half_width(standard_error: float, units: int, level: float) -> float:
+    """Half the width of Student's t interval at ``level`` with ``units − 1`` degrees of freedom."""
+    _check_level(level)
+    return float(stats.t.ppf(0.5 + level / 2, units - 1)) * standard_error
+
+
+def _check_level(level: float) -> None:
+    if not (isinstance(level, float) and 0.0 < level < 1.0):
+        raise ValueError(f"an interval's level must lie strictly between 0 and 1, got {level!r}")
+
+
+def _level_text(level: float) -> str:
+    return "" if level == LEVEL else f", {100 * level:.2f} % interval"
+
+
+def seed_difference(first: Any, second: Any, statistic: str = "client mean", *, level: float = LEVEL) -> Difference:
     r"""The seed model: per-seed scores ``first[s]``, ``second[s]`` of the two methods (each seed's
-    ``statistic``, e.g. its client mean), :math:`\bar d \pm t_{0.975,\,S-1}\, s_d/\sqrt S` over the paired
-    differences :math:`d_s` (ddof = 1)."""
+    ``statistic``, e.g. its client mean), :math:`\bar d \pm t_{(1+\mathrm{level})/2,\,S-1}\, s_d/\sqrt S` over
+    the paired differences :math:`d_s` (ddof = 1). Covers what a rerun changes and which clients were drawn."""
     d = _paired(first, second)
     if len(d) < 2:
         raise ValueError("the seed model needs at least two seeds")
-    half = stats.t.ppf(0.5 + LEVEL / 2, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+    half = _t_half_width(d.std(ddof=1) / math.sqrt(len(d)), len(d), level)
     mean = float(d.mean())
-    return Difference(mean, mean - half, mean + half, f"Student t over {len(d)} seeds of the {statistic}", len(d))
+    return Difference(mean, mean - half, mean + half,
+                      f"Student t over {len(d)} seeds of the {statistic}{_level_text(level)}", len(d))
 
 
-def bootstrap_difference(first: Any, second: Any, weights: Any = None, *, unit: str = "clients",
-                         resamples: int = RESAMPLES, seed: int = 0) -> Difference:
-    r"""The client model: per-client scores of the two methods on the same clients, the mean difference
-    :math:`\sum_k n_k d_k / \sum_k n_k` (``weights`` :math:`n_k`, the clients' test sizes; ``None``: equal)
-    and the percentile interval of ``resamples`` paired bootstrap resamples of the clients drawn from
-    ``numpy.random.default_rng(seed)``."""
+def client_difference(first: Any, second: Any, weights: Any = None, *, unit: str = "clients",
+                      level: float = LEVEL) -> Difference:
+    r"""The one-seed model: per-client scores of the two methods on the same clients, the mean difference
+    :math:`\sum_k n_k d_k / \sum_k n_k` (``weights`` :math:`n_k`, the clients' test sizes; ``None``: equal) and
+    Student's t interval with the linearised standard error of the module docstring. It covers client
+    sampling only: the model string says so."""
     d = _paired(first, second)
+    if len(d) < 2:
+        raise ValueError(f"the client model needs at least two {unit}, got {len(d)}")
     w = np.ones_like(d) if weights is None else _vector(weights, "weights")
     if w.shape != d.shape or (w <= 0).any():
         raise ValueError(f"weights must be one positive test size per client, got {w!r} for {len(d)} clients")
-    draws = np.random.default_rng(seed).integers(0, len(d), size=(resamples, len(d)))
-    resampled = (w[draws] * d[draws]).sum(axis=1) / w[draws].sum(axis=1)
-    low, high = np.quantile(resampled, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    estimate = float(np.average(d, weights=w))
+    scaled = w / w.mean() * (d - estimate)
+    half = _t_half_width(math.sqrt(float((scaled ** 2).sum()) / (len(d) * (len(d) - 1))), len(d), level)
     weighting = "unweighted mean" if weights is None else "mean weighted by test size"
-    return Difference(float(np.average(d, weights=w)), float(low), float(high),
-                      f"paired bootstrap over {len(d)} {unit}, {weighting}", len(d))
+    return Difference(estimate, estimate - half, estimate + half,
+                      f"Student t over {len(d)} {unit} of one seed, {weighting}{_level_text(level)}: "
+                      "client sampling only, not a rerun", len(d))
 
 
 def difference_noise(accuracy: float, images: int) -> float:
@@ -213,13 +250,14 @@ def difference_noise(accuracy: float, images: int) -> float:
     return 100.0 * (2.0 * p * (1.0 - p) / max(images, 1)) ** 0.5
 
 
-def held_out_difference(first: float, second: float, images: int) -> Difference:
+def held_out_difference(first: float, second: float, images: int, *, level: float = LEVEL) -> Difference:
     r"""The test-image model: two accuracies (%) over the same ``images`` test images,
-    :math:`\hat\Delta \pm z_{0.975}\,` :func:`difference_noise` at their mean accuracy."""
+    :math:`\hat\Delta \pm z_{(1+\mathrm{level})/2}\,` :func:`difference_noise` at their mean accuracy."""
+    _check_level(level)
     estimate = first - second
-    half = stats.norm.ppf(0.5 + LEVEL / 2) * difference_noise((first + second) / 2, images)
-    return Difference(estimate, estimate - half, estimate + half, f"per-image standard error, {images} test images",
-                      images)
+    half = stats.norm.ppf(0.5 + level / 2) * difference_noise((first + second) / 2, images)
+    return Difference(estimate, estimate - half, estimate + half,
+                      f"per-image standard error, {images} test images{_level_text(level)}", images)
 
 
 @dataclass(frozen=True)
@@ -242,15 +280,13 @@ class PairedScores:
             second.append(np.average(self.second[chosen], weights=weights))
         return np.array(first), np.array(second)
 
-    def difference(self, seed: int = 0) -> Difference:
-        """``first − second`` under the seed model with at least :data:`MIN_SEEDS` seeds, else the paired
-        bootstrap over the ``(seed, client)`` pairs (``seed``: the bootstrap generator's)."""
-        num_seeds = len(np.unique(self.seeds))
-        if num_seeds >= MIN_SEEDS:
+    def difference(self, level: float = LEVEL) -> Difference:
+        """``first − second`` under the seed model with at least :data:`MIN_SEEDS` seeds, else the one-seed
+        model over the clients (module docstring)."""
+        if len(np.unique(self.seeds)) >= MIN_SEEDS:
             statistic = "client mean" if self.weights is None else "client mean weighted by test size"
-            return seed_difference(*self.per_seed(), statistic=statistic)
-        unit = "clients" if num_seeds == 1 else "(seed, client) pairs"
-        return bootstrap_difference(self.first, self.second, self.weights, unit=unit, seed=seed)
+            return seed_difference(*self.per_seed(), statistic=statistic, level=level)
+        return client_difference(self.first, self.second, self.weights, level=level)
 
 
 @dataclass(frozen=True)
@@ -322,50 +358,102 @@ class Scoring:
 
 
 def compare(records: pd.DataFrame, first: Any, second: Any, scoring: Scoring = Scoring(), *,
-            seed: int = 0) -> Difference:
+            level: float = LEVEL) -> Difference:
     """``first − second`` from ``records`` (:meth:`Scoring.pairs`, :meth:`PairedScores.difference`)."""
-    return scoring.pairs(records, first, second).difference(seed)
+    return scoring.pairs(records, first, second).difference(level)
 
 
-def compare_per_group(records: pd.DataFrame, by: str, first: Any, second: Any, scoring: Scoring = Scoring(), *,
-                      seed: int = 0) -> dict[str, Difference]:
+def compare_per_group(records: pd.DataFrame, by: str, first: Any, second: Any,
+                      scoring: Scoring = Scoring()) -> dict[str, Difference]:
     """:func:`compare` within each group of ``records`` by the column ``by`` (e.g. each shard setting ``q``),
     labelled ``"q=2"``: the parts of a claim made at every setting (:func:`every`)."""
-    return {f"{by}={value}": compare(group, first, second, scoring, seed=seed)
-            for value, group in records.groupby(by, sort=True)}
+    return {f"{by}={value}": compare(group, first, second, scoring) for value, group in records.groupby(by, sort=True)}
 
 
-def best_other(scores: pd.Series, method: Any, others: Sequence[Any] | None = None) -> Any:
-    """The best of ``others`` by ``scores`` (indexed by side, higher is better); ``None``: every side of
-    ``scores`` but ``method``."""
+def _candidates(scores: pd.Series, method: Any, others: Sequence[Any] | None) -> list[Any]:
     candidates = [m for m in (scores.index if others is None else others) if m != method]
     missing = [m for m in candidates if m not in scores.index]
     if not candidates or missing:
         raise ValueError(f"no score for {missing or 'any other side'}; scores hold {list(scores.index)}")
-    return scores[candidates].idxmax()
+    return candidates
+
+
+def tied_best(scores: pd.Series, decimals: int = TABLE_DECIMALS) -> tuple[Any, ...]:
+    """The sides of ``scores`` (higher is better) whose score equals the highest to ``decimals`` decimals,
+    the tables' rounding: one side, or several that tie (in the order of ``scores``)."""
+    if scores.empty or scores.isna().any():
+        raise ValueError(f"scores must be non-empty and complete, got {scores.to_dict()}")
+    rounded = scores.round(decimals)
+    return tuple(rounded.index[rounded == rounded.max()])
+
+
+def best_other(scores: pd.Series, method: Any, others: Sequence[Any] | None = None) -> tuple[Any, ...]:
+    """The best of ``others`` by ``scores`` (indexed by side, higher is better; ``None``: every side of
+    ``scores`` but ``method``), with its ties (:func:`tied_best`): a tie is never broken by list order."""
+    return tied_best(scores[_candidates(scores, method, others)])
+
+
+def side_label(sides: Sequence[Any]) -> str:
+    """``sfl``, or ``fedu = sfl`` for sides that tie."""
+    return " = ".join(str(side) for side in sides)
+
+
+def against_every_candidate(compare_with: Callable[[Any, float], Difference],
+                            candidates: Sequence[Any]) -> tuple[str, Difference]:
+    """A ranking claim ("X is the best") decided against every one of ``candidates`` as the module docstring
+    says: reproduced when X beats each at 95 %, not reproduced when one beats X at the Bonferroni level
+    :math:`1 - 0.05/m`, else inconclusive. ``compare_with(candidate, level)`` is X − candidate at ``level``.
+
+    Returns the label of the candidate that decides (several when they tie to the tables' rounding) and its
+    difference, whose interval and verdict are the claim's.
+    """
+    if not candidates:
+        raise ValueError("a ranking claim needs at least one other candidate")
+    plain = pd.Series({c: compare_with(c, LEVEL) for c in candidates}, dtype=object)
+    lows = plain.map(lambda d: d.low)
+    if all(d.verdict is Verdict.REPRODUCED for d in plain):
+        return _deciding(plain, lows)  # the tightest: the smallest lower bound
+    corrected = pd.Series({c: compare_with(c, 1.0 - (1.0 - LEVEL) / len(candidates)) for c in candidates},
+                          dtype=object)
+    if len(candidates) > 1:
+        corrected = corrected.map(lambda d: dataclasses.replace(
+            d, model=f"{d.model}; Bonferroni over {len(candidates)} candidates"))
+    if any(d.verdict is Verdict.NOT_REPRODUCED for d in corrected):
+        return _deciding(corrected, corrected.map(lambda d: d.high))  # the clearest: the smallest upper bound
+    return _deciding(corrected, lows)  # the most threatening, at the corrected level
 
 
 def compare_with_best_other(records: pd.DataFrame, method: Any, others: Sequence[Any] | None = None,
-                            scoring: Scoring = Scoring(), *, seed: int = 0) -> tuple[Any, Difference]:
-    """A ranking claim ("``method`` is the best"): ``method`` against the best of ``others`` (by
-    :meth:`Scoring.means`; ``None``: every other side in ``records``). Returns that side and the difference."""
-    other = best_other(scoring.means(records), method, others)
-    return other, compare(records, method, other, scoring, seed=seed)
+                            scoring: Scoring = Scoring()) -> tuple[str, Difference]:
+    """A ranking claim ("``method`` is the best") from ``records``: :func:`against_every_candidate` with
+    ``others`` (``None``: every other side in ``records``) as the candidates."""
+    candidates = _candidates(scoring.means(records), method, others)
+    return against_every_candidate(lambda other, level: compare(records, method, other, scoring, level=level),
+                                   candidates)
+
+
+def _deciding(differences: pd.Series, order: pd.Series) -> tuple[str, Difference]:
+    """The candidate(s) with the smallest ``order`` (ties to the tables' rounding kept together) and the first
+    one's difference."""
+    sides = tied_best(-order.astype(np.float64))
+    return side_label(sides), differences[sides[0]]
 
 
 def best_other_per_group(records: pd.DataFrame, by: str, method: Any, others: Sequence[Any] | None = None,
-                         scoring: Scoring = Scoring(), *, seed: int = 0) -> dict[str, Difference]:
+                         scoring: Scoring = Scoring()) -> dict[str, Difference]:
     """:func:`compare_with_best_other` within each group of ``records`` by the column ``by``, labelled with the
-    group and its best other side (``"q=2 vs sfl"``): a ranking claim made at every setting."""
+    group and its deciding candidate (``"q=2 vs sfl"``): a ranking claim made at every setting."""
     parts = {}
     for value, group in records.groupby(by, sort=True):
-        other, difference = compare_with_best_other(group, method, others, scoring, seed=seed)
+        other, difference = compare_with_best_other(group, method, others, scoring)
         parts[f"{by}={value} vs {other}"] = difference
     return parts
 
 
 __all__ = [
-    "LEVEL", "MIN_SEEDS", "RESAMPLES", "Comparison", "Difference", "PairedScores", "Scoring", "at_least",
-    "best_other", "best_other_per_group", "bootstrap_difference", "compare", "compare_per_group",
-    "compare_with_best_other", "difference_noise", "every", "held_out_difference", "seed_difference",
+    "LEVEL", "MIN_SEEDS", "TABLE_DECIMALS", "Comparison", "Difference", "PairedScores", "Scoring",
+    "against_every_candidate", "at_least",
+    "best_other", "best_other_per_group", "client_difference", "compare", "compare_per_group",
+    "compare_with_best_other", "difference_noise", "every", "held_out_difference", "seed_difference", "side_label",
+    "tied_best",
 ]

@@ -1,3 +1,6 @@
+import os
+from pathlib import Path
+
 import pandas as pd
 import pytest
 import torch
@@ -63,11 +66,64 @@ def test_a_truncated_checkpoint_is_set_aside_and_the_run_resumes_from_an_earlier
     for name in damaged:
         path = tmp_path / name
         path.write_bytes(path.read_bytes()[:100])  # a disk that filled up, a copy cut short
-    with pytest.warns(UserWarning, match="is unreadable .* set aside as checkpoint.pt.corrupt"):
+    with pytest.warns(UserWarning, match=r"is unusable .* set aside as checkpoint(\.previous)?\.pt\.corrupt"):
         resumed = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(6, checkpoint_every=2), ckpt,
                              progress=False)
     pd.testing.assert_frame_equal(full, resumed)
     assert all((tmp_path / f"{name}.corrupt").exists() for name in damaged)
+
+
+class WritesAMarker:
+    """What an attacker would pickle into a checkpoint: unpickling it calls ``os.system``."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def resumed_after_replacing(tmp_path: Path, replace) -> tuple[pd.DataFrame, pd.DataFrame, Checkpoint]:
+    """An uninterrupted 4-round run, and the same run resumed after ``replace(checkpoint_path)`` rewrote its
+    round-2 checkpoint (with no previous checkpoint to fall back to)."""
+    full = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(4), progress=False)
+    ckpt = Checkpoint(tmp_path / "checkpoint.pt")
+    run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(2, checkpoint_every=2), ckpt, progress=False)
+    replace(ckpt.path)
+    resumed = run_rounds(make_federation(), build_algorithm("fedavg"), Schedule(4, checkpoint_every=2), ckpt,
+                         progress=False)
+    return full, resumed, ckpt
+
+
+def test_a_checkpoint_that_would_run_code_runs_none_and_is_set_aside(tmp_path):
+    marker = tmp_path / "pwned"
+
+    def plant(path):
+        torch.save({"format": 2, "round": 2, "payload": WritesAMarker(marker)}, path)
+
+    with pytest.warns(UserWarning, match=r"checkpoint .*checkpoint.pt is unusable \(UnpicklingError.*set aside"):
+        full, resumed, ckpt = resumed_after_replacing(tmp_path, plant)
+    assert not marker.exists(), "loading a checkpoint must not execute what it contains"
+    pd.testing.assert_frame_equal(full, resumed)  # recomputed from the start
+    assert (tmp_path / "checkpoint.pt.corrupt").exists()
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda state: state.pop("records"), "'records' is missing"),
+    (lambda state: state.update(models=state["models"][:, :3]), "'models' is .*, the run's is"),
+    (lambda state: state.update(round=99), "round 99 lies outside the run's rounds 1..4"),
+    (lambda state: state.update(format=1), "checkpoint format 1"),
+    (lambda state: state.pop("format"), "checkpoint format None"),
+])
+def test_a_checkpoint_that_does_not_fit_the_run_is_set_aside(tmp_path, change, reason):
+    def rewrite(path):
+        state = torch.load(path, weights_only=True)
+        change(state)
+        torch.save(state, path)
+
+    with pytest.warns(UserWarning, match=f"is unusable \\(ValueError: .*{reason}"):
+        full, resumed, _ = resumed_after_replacing(tmp_path, rewrite)
+    pd.testing.assert_frame_equal(full, resumed)
 
 
 def test_server_protocol_scores_the_global_model_and_local_the_fine_tuned_copy():

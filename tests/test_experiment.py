@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 import torch
 
-from gflkit.experiment import RunConfig, build_federation, client_split, pool_indices, run
+from gflkit.experiment import RunConfig, build_federation, client_split, pool_indices, run, stored_key
 from gflkit.data import load_dataset
 from gflkit import metrics
 from gflkit.results import ResultStore
@@ -69,6 +69,31 @@ def test_killed_run_resumes_from_its_checkpoint_to_the_same_numbers(tmp_path, mo
     monkeypatch.setattr(fedavg.FedAvg, "aggregate", original)
     resumed = run(config, store=store, device="cpu", checkpoint_every=2, progress=False)
     pd.testing.assert_frame_equal(resumed, uninterrupted)
+
+
+class WritesAMarker:
+    """A pickle whose loading runs ``os.system``: what someone with write access to a shared results folder
+    could leave as an unfinished run's checkpoint."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_planted_checkpoint_in_a_runs_folder_runs_no_code_and_the_run_is_recomputed(tmp_path):
+    config = RunConfig(**SMALL)
+    store = ResultStore(tmp_path / "results")
+    checkpoint = store.checkpoint(stored_key(config, "cpu"))
+    checkpoint.path.parent.mkdir(parents=True, exist_ok=True)
+    marker = tmp_path / "code-ran"
+    torch.save({"models": WritesAMarker(marker)}, checkpoint.path)
+    with pytest.warns(UserWarning, match=r"checkpoint .*checkpoint\.pt is unusable"):
+        records = run(config, store=store, device="cpu", progress=False)
+    assert not marker.exists()
+    pd.testing.assert_frame_equal(records, run(config, device="cpu", progress=False))
 
 
 def test_federation_matches_the_config():

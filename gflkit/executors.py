@@ -15,6 +15,7 @@ Ray is imported only by the ``ray`` executor (``pip install -e .[ray]``, part of
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -105,14 +106,36 @@ def import_ray() -> Any:
     return ray
 
 
+#: Seconds to wait for a Ray cluster's address to accept a connection before giving up.
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def check_ray_address(address: str, timeout: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """Raise ``ConnectionError`` in one line when nothing accepts a TCP connection at ``address`` (``host:port``
+    or ``ray://host:port``) within ``timeout`` seconds — Ray itself would retry for minutes. Other forms
+    (``auto``, ``local``) are left to Ray, which answers them at once."""
+    target = address.removeprefix("ray://")
+    host, separator, port = target.rpartition(":")
+    if not separator or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise ConnectionError(f"no Ray cluster answers at {address} ({reason}, waited up to {timeout:g} s): start "
+                              f"one there (ray start --head) or name another with --ray-address") from None
+
+
 def connect(ray: Any, address: str | None = None) -> None:
-    """Connect to the Ray cluster at ``address``, or start a local instance on every core of this machine
-    (no dashboard) when ``address`` is None; a Ray already initialised in this process is used as it is."""
+    """Connect to the Ray cluster at ``address`` (checked first: :func:`check_ray_address`), or start a local
+    instance on every core of this machine (no dashboard) when ``address`` is None; a Ray already
+    initialised in this process is used as it is."""
     if ray.is_initialized():
         return
     if address is None:
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False)
     else:
+        check_ray_address(address)
         ray.init(address=address)
 
 

@@ -205,6 +205,13 @@ def check_profile(name: str, profile: str, parameters: dict[str, Any]) -> None:
                                  parameters.get("executor", "serial"), parameters.get("ray_address"))
     except ValueError as error:
         raise NotebookError(f"{error}") from None
+    if parameters.get("executor") == "ray" and parameters.get("ray_address") is not None:
+        from gflkit.executors import check_ray_address
+
+        try:
+            check_ray_address(parameters["ray_address"])
+        except ConnectionError as error:
+            raise NotebookError(f"{error}") from None
     missing = [message for dataset in params.required_datasets
                for available, message in [dataset_available(dataset, parameters.get("data_root"))] if not available]
     if missing:

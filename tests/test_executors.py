@@ -3,6 +3,7 @@ survives a killed worker and re-uses stored runs; bad executors and a missing Ra
 import ast
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -184,3 +185,17 @@ def test_gflkit_notebook_rejects_an_unknown_executor_before_a_kernel_starts(tmp_
     assert main(["notebook", "quickstart", "--results", str(tmp_path), "--executor", "bogus"]) == 2
     assert "unknown executor 'bogus'" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_closed_ray_address_fails_at_once_and_other_forms_are_left_to_ray():
+    from gflkit.executors import check_ray_address
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        with pytest.raises(ConnectionError, match=f"no Ray cluster answers at {address} .*waited up to 5 s"):
+            check_ray_address(address)
+    assert time.monotonic() - started < 10
+    check_ray_address("auto")  # Ray's own lookup of a running local cluster, answered by Ray at once

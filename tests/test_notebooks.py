@@ -9,8 +9,10 @@ papermill = pytest.importorskip("papermill")
 
 import json
 import re
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from gflkit.notebooks import NotebookError, execute
@@ -86,6 +88,21 @@ def test_cli_mistakes_are_one_line_and_exit_2(argv, message, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().startswith(message) and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_unreachable_ray_cluster_is_one_line_and_exit_2_within_the_bounded_wait(tmp_path):
+    with socket.socket() as probe:  # a loopback port nothing listens on once the probe is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "gflkit.cli", "notebook", "quickstart", "--profile", "smoke",
+                           "--executor", "ray", "--ray-address", f"127.0.0.1:{port}", "--results", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (f"gflkit notebook: no Ray cluster answers at 127.0.0.1:{port} (Connection "
+                                   "refused, waited up to 5 s): start one there (ray start --head) or name another "
+                                   "with --ray-address")
+    assert time.monotonic() - started < 60
 
 
 @pytest.mark.integration

@@ -175,6 +175,7 @@ def test_gflkit_notebook_passes_executor_and_address_as_parameters(monkeypatch, 
     seen = {}
     monkeypatch.setattr(papermill, "execute_notebook",
                         lambda source, output, parameters, **kw: seen.update(parameters) or Path(output).write_text("{}"))
+    monkeypatch.setattr("gflkit.executors.check_ray_address", lambda address: None)  # no cluster at "head" here
     assert main(["notebook", "quickstart", "--results", str(tmp_path), "--executor", "ray",
                  "--ray-address", "ray://head:10001"]) == 0
     assert seen["executor"] == "ray" and seen["ray_address"] == "ray://head:10001"

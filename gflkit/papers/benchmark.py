@@ -22,7 +22,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+import pandas as pd
+
 from gflkit.papers import fedska, jgesr, sfl
+from gflkit.papers.comparison import Scoring, best_other_per_group
+from gflkit.papers.ranking import average_ranks, friedman, nemenyi_critical_difference, separated_pairs
 from gflkit.profiles import Profile, chosen_sections, known_names
 
 #: Family → methods (the ``ci`` profile runs the first three of each family).
@@ -160,3 +164,39 @@ def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any
     settings = known_names(params.sweep["settings"], SETTINGS, "setting")
     runs = [method_config(params, m, s, seed) for s in settings for m in methods for seed in params.seeds]
     return {name: runs for name in chosen}
+
+
+def rank_readings(scores: pd.DataFrame) -> pd.DataFrame:
+    """Friedman's test and Nemenyi's critical difference over a settings × methods table, read twice: with
+    every setting as a block and with the independent blocks only (:func:`independent_settings`). One row
+    per reading: its settings, N, k, χ², p, CD and the pairs of methods it separates."""
+    readings = {"twins counted too": list(scores.index), "independent blocks": independent_settings(list(scores.index))}
+    rows = []
+    for reading, blocks in readings.items():
+        table = scores.loc[blocks]
+        test = friedman(table)
+        cd = nemenyi_critical_difference(test.k, test.n)
+        pairs = separated_pairs(average_ranks(table), cd)
+        rows.append({"reading": reading, "settings": len(blocks), "methods": test.k, "chi2": test.statistic,
+                     "p": test.pvalue, "critical difference": cd, "pairs separated": len(pairs),
+                     "separated": "; ".join(f"{a} vs {b}" for a, b in pairs)})
+    return pd.DataFrame(rows)
+
+
+def headline_comparisons(records: pd.DataFrame, variants: Sequence[str],
+                         scoring: Scoring = Scoring(value="accuracy_own", column="variant")) -> pd.DataFrame:
+    """Each paper's headline method (:data:`HEADLINES`) against every baseline (:data:`BASELINES`) that ran,
+    in every setting of ``records`` (per-client rows with ``variant``, ``setting``, ``seed``, ``client``,
+    ``round`` and the score): the deciding baseline, the difference, its interval, the verdict of "beats
+    every baseline" and the noise model (:func:`gflkit.papers.comparison.compare_with_best_other`)."""
+    rows = []
+    for method, paper in HEADLINES.items():
+        if method not in variants:
+            continue
+        others = [m for m in BASELINES if m in variants]
+        for group, difference in best_other_per_group(records, "setting", method, others, scoring).items():
+            setting, other = group.removeprefix("setting=").rsplit(" vs ", 1)
+            rows.append({"paper": paper, "method": method, "setting": setting, "deciding baseline": other,
+                         "difference": difference.estimate_text, "interval": difference.interval_text,
+                         "verdict (beats every baseline)": difference.verdict.value, "noise model": difference.model})
+    return pd.DataFrame(rows)

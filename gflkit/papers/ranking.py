@@ -191,6 +191,15 @@ def cd_groups(average_ranks: pd.Series, cd: float) -> list[tuple[str, ...]]:
     return groups
 
 
+def separated_pairs(average_ranks: pd.Series, cd: float) -> list[tuple[str, str]]:
+    """The pairs of methods whose average ranks differ by at least the critical difference ``cd`` (Nemenyi:
+    significantly different), the better-ranked method first, in rank order."""
+    ordered = average_ranks.astype(np.float64).sort_values(kind="stable")
+    names, values = [str(n) for n in ordered.index], ordered.to_numpy()
+    return [(names[i], names[j]) for i in range(len(names)) for j in range(i + 1, len(names))
+            if values[j] - values[i] >= cd]
+
+
 __all__ = [
     "FriedmanResult",
     "average_ranks",
@@ -199,4 +208,5 @@ __all__ = [
     "nemenyi_critical_difference",
     "nemenyi_q",
     "ranks",
+    "separated_pairs",
 ]

@@ -68,3 +68,32 @@ def test_a_perturbed_twin_is_no_independent_block():
     alone = ["shards q=2", "noisy uplink s=0.1, q=5"]
     assert benchmark.independent_settings(alone) == alone
     assert all(original in benchmark.SETTINGS for original in benchmark.TWINS.values())
+
+
+def test_rank_readings_count_the_twin_once_and_say_what_each_reading_separates():
+    import numpy as np
+    import pandas as pd
+
+    methods = [f"m{i}" for i in range(6)]
+    rows = {s: np.arange(6, 0, -1, dtype=float) + 0.01 * i for i, s in enumerate(benchmark.SETTINGS)}
+    scores = pd.DataFrame(rows, index=methods).T  # settings × methods, m0 always best
+    readings = benchmark.rank_readings(scores).set_index("reading")
+    assert readings.loc["twins counted too", "settings"] == 6 and readings.loc["independent blocks", "settings"] == 5
+    assert readings.loc["independent blocks", "critical difference"] > readings.loc["twins counted too",
+                                                                                    "critical difference"]
+    assert readings.loc["twins counted too", "pairs separated"] >= readings.loc["independent blocks", "pairs separated"]
+
+
+def test_headline_comparisons_decide_against_every_baseline_that_ran():
+    import pandas as pd
+
+    rows = []
+    for variant, level in (("fedska", 90.0), ("ditto", 95.0), ("fedavg", 80.0)):
+        for client in range(10):
+            rows.append({"variant": variant, "setting": "shards q=2", "seed": 0, "client": client, "round": 200,
+                         "accuracy_own": level + (client % 3)})
+    table = benchmark.headline_comparisons(pd.DataFrame(rows), ["fedska", "ditto", "fedavg"])
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert row["deciding baseline"] == "ditto" and row["verdict (beats every baseline)"] == "not reproduced"
+    assert "Bonferroni over 2 candidates" in row["noise model"]

@@ -148,3 +148,9 @@ def test_critical_difference_diagram_draws() -> None:
     assert isinstance(new, Axes)
     with pytest.raises(ValueError, match="cd must"):
         plots.critical_difference_diagram(ranks, -1.0)
+
+
+def test_separated_pairs_are_those_at_least_a_critical_difference_apart():
+    ranks_ = pd.Series({"a": 1.0, "b": 2.5, "c": 4.0, "d": 4.2})
+    assert ranking.separated_pairs(ranks_, 2.0) == [("a", "c"), ("a", "d")]
+    assert ranking.separated_pairs(ranks_, 3.0) == [("a", "c"), ("a", "d")] and ranking.separated_pairs(ranks_, 3.5) == []

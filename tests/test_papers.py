@@ -1,3 +1,4 @@
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -117,3 +118,31 @@ def test_standing_ranks_a_method_or_says_it_did_not_run():
 def test_a_check_may_say_what_ran_cannot_decide_the_claim():
     claim = check_claim("A beats B", ["a", "b"], ["a", "b"], lambda: (None, "no method learned"), "ci")
     assert claim.as_row()["verdict"] == "not run" and claim.as_row()["evidence"] == "no method learned"
+
+
+def test_fedska_claims_from_committed_per_client_csvs_equal_the_notebooks(tmp_path):
+    from gflkit import metrics
+    from gflkit.papers import fedska
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for method in fedska.METHODS:
+        for q in (2, 10):
+            for seed in (0, 1, 2):
+                for client in range(6):
+                    for round_ in (5, 10):
+                        rows.append({"method": method, "seed": seed, "evaluate": "local", "q": q, "client": client,
+                                     "round": round_, "accuracy": float(rng.uniform(80, 100)), "num_samples": 20})
+    records = pd.DataFrame(rows)
+    ablation = records[(records["method"] == "fedska") & (records["q"] == 2)].drop(columns="method")
+    ablation = pd.concat([ablation.assign(setting=s) for s in fedska.VARIANTS])
+    ablation["accuracy"] += rng.normal(0, 1, len(ablation))
+    notebook = claims_table(fedska.final_score_claims(records, ablation, list(fedska.METHODS), "paper1"))
+    keep = ["seed", "evaluate", "q", "client", "round", "accuracy", "num_samples"]
+    metrics.reported_rows(records, ["q", "method", "seed"])[["method", *keep]].to_csv(tmp_path / "table1_clients.csv",
+                                                                                      index=False)
+    metrics.reported_rows(ablation, ["setting", "seed"])[["setting", *keep]].to_csv(tmp_path / "table3_clients.csv",
+                                                                                   index=False)
+    committed = fedska.decide_from_clients(tmp_path, "paper1")
+    pd.testing.assert_frame_equal(committed, notebook)
+    assert len(notebook) == 7 and notebook["noise model"].str.contains("Student t over 3 seeds").all()

@@ -15,9 +15,16 @@ epoch, the personal models of Separate, Ditto, SFL (before the graph aggregation
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Sequence
 
+import pandas as pd
+
+from gflkit import metrics
 from gflkit.experiment import RunConfig
+from gflkit.papers import Claim, check_claim, claims_table, standing
+from gflkit.papers.comparison import (Scoring, best_other_per_group, compare, compare_per_group,
+                                      compare_with_best_other, every)
 from gflkit.profiles import Profile
 
 METHODS = ("local", "fedavg", "fedprox", "ditto", "ifca", "fedu", "sfl", "fedska")
@@ -160,3 +167,59 @@ def grids(params: Profile, sections: Sequence[str] | None = None) -> dict[str, l
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; the FedSKA notebook has {sorted(SECTIONS)}")
     return {name: SECTIONS[name](params) for name in (sections or SECTIONS)}
+
+
+def final_score_claims(records: pd.DataFrame, ablation: pd.DataFrame, ran: Sequence[str],
+                       profile: str) -> list[Claim]:
+    """The claims that per-client scores at the last round decide: Table 1's (``records``: rows with
+    ``method``, ``q``, ``seed``, ``client``, ``round``, ``accuracy``) and Table 3's (``ablation``: the same with
+    ``setting``, the row of :data:`VARIANTS`). A frame may hold every round (the notebook's records) or the last
+    one only (the committed ``table1_clients.csv`` / ``table3_clients.csv``), and any number of seeds: the
+    noise model follows them (:mod:`gflkit.papers.comparison`). ``ran``: the methods that ran."""
+    qs = sorted(records["q"].unique())
+    mean = metrics.final_summary(records, by=("q", "method")).set_index(["q", "method"])["mean"]
+    variant = metrics.final_summary(ablation, by=("setting",)).set_index("setting")["mean"]
+    seeds = f" ({records['seed'].nunique()} seed(s))"
+
+    def means(method: str, others: Sequence[str]) -> str:
+        return "; ".join(f"q={q}: {method} {mean[(q, method)]:.2f} vs " +
+                         ", ".join(f"{o} {mean[(q, o)]:.2f}" for o in others) for q in qs) + seeds
+
+    def table3_claim(statement: str, better: str, worse: str, margin: float = 0.0) -> Claim:
+        return check_claim(statement, [], ran,
+                           lambda: (compare(ablation, better, worse, Scoring(column="setting")).exceeding(margin),
+                                    f"{better} {variant[better]:.2f} vs {worse} {variant[worse]:.2f}{seeds}"), profile)
+
+    at_low = records[records["q"] == min(qs)]
+    return [
+        check_claim("FedSKA beats FedAvg and FedProx at every shard setting (4.3)", ["fedska", "fedavg", "fedprox"],
+                    ran, lambda: (every(best_other_per_group(records, "q", "fedska", ["fedavg", "fedprox"])),
+                                  means("fedska", ["fedavg", "fedprox"])), profile),
+        check_claim("FedSKA has the best mean accuracy of all eight methods at every shard setting (Table 1)",
+                    list(METHODS), ran,
+                    lambda: (every(best_other_per_group(records, "q", "fedska")),
+                             "; ".join(f"q={q}: FedSKA {standing(mean[q], 'fedska')}" for q in qs) + seeds), profile),
+        check_claim("FedSKA beats SFL, its strongest graph-based baseline (4.3)", ["fedska", "sfl"], ran,
+                    lambda: (every(compare_per_group(records, "q", "fedska", "sfl")), means("fedska", ["sfl"])),
+                    profile),
+        check_claim(f"under strong heterogeneity (q = {min(qs)}) FedAvg and FedProx fall below Separate (4.3)",
+                    ["local", "fedavg", "fedprox"], ran,
+                    lambda: (compare_with_best_other(at_low, "local", ["fedavg", "fedprox"])[1],
+                             f"local {mean[(min(qs), 'local')]:.2f} vs fedavg {mean[(min(qs), 'fedavg')]:.2f}, "
+                             f"fedprox {mean[(min(qs), 'fedprox')]:.2f}{seeds}"), profile),
+        table3_claim("the learned graph beats the given graph (Table 3)", "learned_graph", "given_graph"),
+        table3_claim("learning adds something over the given graph: the graph learned from features alone beats the "
+                     "given graph (our Table 3 row)", "learned_graph_features_init", "given_graph"),
+        table3_claim("the structure term helps: FedSKA beats FedSKA with λ = 0 by more than 0.5 points (our ablation)",
+                     "learned_graph", "no_structure_term", margin=0.5),
+    ]
+
+
+def decide_from_clients(folder: str | Path, profile: str) -> pd.DataFrame:
+    """The claims table of :func:`final_score_claims` read from a folder's committed per-client CSVs
+    (``table1_clients.csv``, ``table3_clients.csv``; every seed they hold, e.g. seeds measured in several
+    sessions, whose result stores are gone)."""
+    folder = Path(folder)
+    records, ablation = (pd.read_csv(folder / f"{name}_clients.csv") for name in ("table1", "table3"))
+    ran = sorted(records["method"].unique())
+    return claims_table(final_score_claims(records, ablation, ran, profile))

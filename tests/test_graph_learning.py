@@ -6,7 +6,8 @@ import pytest
 import torch
 from scipy.optimize import minimize
 
-from gflkit.graphs.graph_learning import (EdgeSpace, _scaled_newton_system, _solve_scaled, degree_barrier,
+from gflkit.graphs import graph_learning
+from gflkit.graphs.graph_learning import (EdgeSpace, _scaled_newton_system, _solve_scaled, certified_zeros, degree_barrier,
                                           graph_duality_gap, learn_graph, prox_degree_barrier)
 
 
@@ -208,3 +209,79 @@ def test_invalid_problems_fail_at_once(distances, options, message):
     arguments = {"alpha": 1.0, "beta": 1.0, "gamma": 1.0, **options}
     with pytest.raises(ValueError, match=message):
         learn_graph(distances.double(), EdgeSpace(3), **arguments)
+
+
+def unscreened(monkeypatch, *args, **kwargs):
+    """What learn_graph returned before the gap-safe screening: every weight of the interior point kept."""
+    with monkeypatch.context() as patch:
+        patch.setattr(graph_learning, "certified_zeros", lambda edges, *rest: torch.zeros_like(edges, dtype=torch.bool))
+        return learn_graph(*args, **kwargs).edges
+
+
+def test_learned_graphs_are_exactly_sparse_and_keep_their_objective(monkeypatch):
+    # 207 nodes, signals smooth over random positions: the optimum has a few hundred edges of 21,321 pairs
+    space, distances = smooth_signal_problem()
+    alpha, beta, gamma = 0.05, 1.0, 1.0
+    options = dict(start=torch.full_like(distances, 0.1))
+    edges = learn_graph(distances, space, alpha, beta, gamma, **options).edges
+    dense = unscreened(monkeypatch, distances, space, alpha, beta, gamma, **options)
+    assert bool((dense > 0).all()), "the interior point alone is strictly positive everywhere"
+    zeroed = edges == 0
+    assert int((~zeroed).sum()) < 0.02 * len(edges)
+    assert float(dense[zeroed].max()) < 1e-9 * float(dense.max()), "only numerical dust is removed"
+    assert torch.equal(edges[~zeroed], dense[~zeroed])
+    objective = lambda w: float(2 * alpha * w @ distances) + degree_barrier(w, space, beta, gamma)
+    assert abs(objective(edges) - objective(dense)) <= 1e-9 * abs(objective(dense))
+
+
+def test_exact_zeros_recover_a_planted_graph_without_false_edges():
+    # Gaussian signals whose precision is a planted random-geometric graph's Laplacian (+0.01 I)
+    gen = torch.Generator().manual_seed(0)
+    positions = torch.rand(30, 2, generator=gen, dtype=torch.float64)
+    planted = ((torch.cdist(positions, positions) < 0.3) & ~torch.eye(30, dtype=torch.bool)).double()
+    laplacian = torch.diag(planted.sum(1)) - planted
+    signals = torch.linalg.cholesky(torch.linalg.inv(laplacian + 0.01 * torch.eye(30, dtype=torch.float64))) @ \
+        torch.randn(30, 3000, generator=gen, dtype=torch.float64)
+    space = EdgeSpace(30)
+    learned = learn_graph(space.upper(0.5 * torch.cdist(signals, signals).pow(2)) / 3000, space, 1.0, 1.0, 0.1,
+                          start=torch.ones(435, dtype=torch.float64))  # 30 · 29 / 2 pairs
+    found, true = learned.edges > 0, space.upper(planted) > 0
+    assert learned.converged and 10 <= int(found.sum()) < 0.2 * len(found)
+    assert bool(true[found].all()), "every edge that is not exactly 0 is a planted edge"
+
+
+def test_screening_never_zeroes_an_edge_of_the_independent_optimum():
+    checked = zeros = 0
+    for seed in range(40):  # small problems, where L-BFGS-B can reach the optimum to many digits
+        space, distances, alpha, beta, gamma = random_graph_problem(seed, max_nodes=12)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            learned = learn_graph(distances, space, alpha, beta, gamma, start=torch.ones_like(distances))
+        reference = lbfgs_graph(distances, space, alpha, beta, gamma)
+        cost = 2 * alpha * distances + gamma
+        objective = lambda w: float(cost @ w) - beta * float(space.degrees(w).clamp(min=1e-300).log().sum())
+        if not (learned.converged and abs(objective(reference) - objective(learned.edges))
+                <= 1e-8 * abs(objective(learned.edges))):
+            continue  # the reference did not reach the optimum: it cannot judge
+        checked += 1
+        zeroed = learned.edges == 0
+        zeros += int(zeroed.sum())
+        if bool(zeroed.any()):
+            assert float(reference[zeroed].max()) < 1e-4 * float(reference.max()), seed
+    assert checked >= 10 and zeros >= 100  # (20 problems and 575 zeros when written)
+
+
+def test_certified_zeros_needs_a_finite_gap():
+    space = EdgeSpace(3)
+    edges = torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)  # node 2 isolated: infinite gap
+    mask = certified_zeros(edges, torch.ones(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64), space, 1.0)
+    assert not bool(mask.any())
+
+
+def test_the_prox_returns_exact_zeros_where_its_optimum_has_them():
+    # far-apart pairs (large cost) get no edge in the prox of the degree barrier: PDCA's graph step is sparse
+    space, distances = smooth_signal_problem(num_nodes=60)
+    result = prox_degree_barrier(torch.zeros_like(distances), space, beta=1.0, gamma=1.0, rho=1.0,
+                                 linear=0.5 * distances)
+    assert result.converged and int((result.edges == 0).sum()) > 0.5 * len(distances)
+    assert bool((space.degrees(result.edges) > 0).all())

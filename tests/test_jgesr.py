@@ -96,6 +96,8 @@ def test_every_round_records_the_solver_diagnostics(method):
     assert bool((artifacts["distance_max"] >= artifacts["distance_min"]).all())
     assert artifacts["degrees"].shape == (3, 4) and int(artifacts["dimension"]) == fed.models.shape[1]
     assert torch.allclose(artifacts["degrees"][-1], algorithm.graph.sum(1).float())
+    assert int(artifacts["edges"][-1]) == int((torch.triu(algorithm.graph, diagonal=1) != 0).sum())
+    assert bool((artifacts["edges"] >= 1).all()) and bool((artifacts["edges"] <= 6).all())  # 4 clients: 6 pairs
     if method == "pdca":  # the printed PDCA keeps ρ = 1 unless the safeguard doubled it
         assert torch.equal(artifacts["rho"], 2.0 ** artifacts["safeguard_steps"])
 

@@ -45,7 +45,7 @@ class JGESR(Algorithm):
 
     #: what :meth:`aggregate` records per round (see :meth:`artifacts`)
     DIAGNOSTICS = ("converged", "graph_converged", "graph_gap", "iterations", "safeguard_steps", "rho",
-                   "distance_min", "distance_max")
+                   "distance_min", "distance_max", "edges")
 
     def __init__(self, **options: Any):
         super().__init__(**options)
@@ -94,12 +94,14 @@ class JGESR(Algorithm):
         r"""Keep the round's solver diagnostics: whether it met ε, whether every inner graph solve met its
         tolerance, the final graph's duality gap, iterations, safeguard steps and final ρ (PDCA), the
         range of the received rows' distances :math:`\frac12\lVert x_m - x_n\rVert^2` (with :math:`d`,
-        what sets the scale of :math:`\alpha\mathcal D` against :math:`\gamma`), and the learned degrees."""
+        what sets the scale of :math:`\alpha\mathcal D` against :math:`\gamma`), the number of edges of the
+        learned graph (its pairs with a weight that is not exactly 0) and the learned degrees."""
         distances = result.distances
         values = {"converged": result.converged, "graph_converged": result.graph_converged,
                   "graph_gap": result.graph_gap, "iterations": result.iterations,
                   "safeguard_steps": result.safeguard_steps, "rho": result.rho,
-                  "distance_min": float(distances.min()), "distance_max": float(distances.max())}
+                  "distance_min": float(distances.min()), "distance_max": float(distances.max()),
+                  "edges": int((torch.triu(result.graph, diagonal=1) != 0).sum())}
         for name in self.DIAGNOSTICS:
             self.rounds[name].append(float(values[name]))
         self.degrees.append(result.graph.sum(dim=1).float().cpu())

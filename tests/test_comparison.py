@@ -5,7 +5,8 @@ import pytest
 
 from gflkit.papers import Verdict
 from gflkit.papers.comparison import (Difference, Scoring, at_least, best_other, best_other_per_group,
-                                      client_difference, compare, compare_per_group, compare_with_best_other,
+                                      against_every_candidate, client_difference, compare, compare_per_group,
+                                      compare_with_best_other,
                                       difference_noise, every, held_out_difference, seed_difference, tied_best)
 
 
@@ -116,7 +117,7 @@ def test_margins_and_within_claims():
 def test_describe_gives_the_estimate_interval_and_model():
     difference = Difference(estimate=0.45, low=-0.12, high=1.02, model="Student t over 3 seeds", n=3)
     assert difference.describe() == "+0.45 [−0.12, +1.02] (Student t over 3 seeds)"
-    assert Difference(-1e-12, -0.004, 0.0, "m", 1).interval_text == "[+0.00, +0.00]"
+    assert Difference(-1e-12, -0.004, 0.0, "m", 1).interval_text == "[−0.004, +0.00]"  # the side shown
 
 
 def test_a_claim_over_several_settings():
@@ -231,3 +232,34 @@ def test_per_setting_helpers_compare_within_each_group_and_name_the_best_other()
     assert list(ranking) == ["q=2 vs sfl", "q=10 vs fedavg"]  # q=2: the tightest; q=10: the one decided above
     assert [d.verdict for d in ranking.values()] == [Verdict.REPRODUCED, Verdict.NOT_REPRODUCED]
     assert every(ranking).verdict is Verdict.NOT_REPRODUCED
+
+
+def fixed(plain: dict, corrected: dict):
+    """A ``compare_with`` whose differences are given: ``(low, high)`` per candidate at 95 % and corrected."""
+    def compare_with(candidate, level):
+        low, high = (plain if level == 0.95 else corrected)[candidate]
+        return Difference((low + high) / 2, low, high, "m", 3)
+    return compare_with
+
+
+def test_the_claims_verdict_never_depends_on_which_of_two_rounded_ties_comes_first():
+    # corrected highs +0.004 (a) and −0.004 (b) round alike, but b decides against: not reproduced
+    label, difference = against_every_candidate(fixed({"a": (-1, 0.002), "b": (-1, -0.006)},
+                                                      {"a": (-2, 0.004), "b": (-2, -0.004)}), ["a", "b"])
+    assert difference.verdict is Verdict.NOT_REPRODUCED and label == "b"
+    # a is beaten at 95 % (low +0.004) but b is not (−0.001): inconclusive, whatever the order
+    for order in (["a", "b"], ["b", "a"]):
+        label, difference = against_every_candidate(fixed({"a": (0.004, 2), "b": (-0.001, 2)},
+                                                          {"a": (0.001, 3), "b": (-0.5, 3)}), order)
+        assert difference.verdict is Verdict.INCONCLUSIVE and label == "b"
+    # reproduced: the tightest candidate, ties to two decimals named together
+    label, difference = against_every_candidate(fixed({"a": (0.5012, 2), "b": (0.4988, 2), "c": (1.0, 2)}, {}),
+                                                ["a", "b", "c"])
+    assert difference.verdict is Verdict.REPRODUCED and label == "a = b" and difference.low == 0.4988
+
+
+def test_a_bound_next_to_the_threshold_is_printed_with_its_side():
+    assert Difference(-0.43, -0.86, 0.0028, "m", 3).interval_text == "[−0.86, +0.003]"
+    assert Difference(-0.43, -0.86, -0.0028, "m", 3).interval_text == "[−0.86, −0.003]"
+    assert Difference(0.0, 0.0, 0.0, "m", 3).interval_text == "[+0.00, +0.00]"
+    assert Difference(1.0, 0.4961, 2.0, "m", 3).exceeding(0.5).interval_text == "[+0.496, +2.00]"

@@ -10,8 +10,8 @@ DRAWS = 2000  # per (seeds, clients) cell: a coverage of 95 % is measured to ± 
 def test_two_level_intervals_cover_the_truth_95_percent_of_the_time():
     # a seed effect (sd 0.3) plus a client effect (sd 3) around a true difference of 1 point: with one seed the
     # interval claims the seed's own difference, from two seeds the difference a rerun averages to
-    table = coverage_table(seeds=(1, 3, 5), clients=(10, 20, 100), draws=DRAWS)
-    assert len(table) == 9 and (table["draws"] == DRAWS).all()
+    table = coverage_table(seeds=(1, 2, 3, 5), clients=(10, 20, 100), draws=DRAWS)
+    assert len(table) == 12 and (table["draws"] == DRAWS).all()
     assert table["covered"].between(0.93, 0.97).all(), table
 
 
@@ -31,8 +31,8 @@ def test_several_seeds_keep_coverage_on_skewed_clients_where_one_seed_on_ten_cli
     # a long tail of low clients (a centred exponential, as JGESR's clients at 0 %)
     skewed = coverage_table(seeds=(3, 5), clients=(10, 100), draws=DRAWS, client_effect="skewed")
     assert skewed["covered"].between(0.93, 0.97).all(), skewed
-    one_seed = coverage(1, 10, DRAWS, client_effect="skewed")["covered"]
-    assert 0.88 < one_seed < 0.93  # below nominal: the tables call such intervals client sampling only
+    # one seed on 10 skewed clients measured 90.70 % when written (docs/results.md): a floor, not a target
+    assert coverage(1, 10, DRAWS, client_effect="skewed")["covered"] > 0.88
 
 
 def test_students_t_replaces_a_percentile_bootstrap_that_is_too_narrow_on_few_clients():
@@ -51,3 +51,16 @@ def test_simulation_is_seeded_and_checks_its_parameters():
         simulate(3, 10, 5, client_effect="uniform")
     with pytest.raises(ValueError, match="seed_sd must be ≥ 0"):
         simulate(3, 10, 5, seed_sd=-1.0)
+
+
+def test_the_weighted_one_seed_interval_keeps_its_coverage_with_unequal_test_sizes():
+    from gflkit.papers.comparison import PairedScores
+
+    rng = np.random.default_rng(7)
+    covered = 0
+    for _ in range(DRAWS):
+        sizes = rng.integers(20, 400, 20).astype(float)
+        differences = 1.0 + rng.normal(0.0, 3.0, 20)  # each client's difference, truth 1 for every weighting
+        d = PairedScores(differences, np.zeros(20), np.zeros(20, dtype=int), sizes).difference()
+        covered += d.low <= 1.0 <= d.high
+    assert 0.93 <= covered / DRAWS <= 0.97

@@ -285,3 +285,15 @@ def test_the_prox_returns_exact_zeros_where_its_optimum_has_them():
                                  linear=0.5 * distances)
     assert result.converged and int((result.edges == 0).sum()) > 0.5 * len(distances)
     assert bool((space.degrees(result.edges) > 0).all())
+
+
+def test_a_gap_that_rounds_to_zero_never_empties_the_graph():
+    # tol = 0 drives the solver to a gap at the rounding of F and D (0 or −1e-16): screening must still keep
+    # every node connected and the returned certificate must be the screened graph's
+    for nodes in (30, 40):
+        space, distances = smooth_signal_problem(num_nodes=nodes)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            learned = learn_graph(distances, space, 0.05, 1.0, 1.0, start=torch.full_like(distances, 0.1), tol=0.0)
+        assert bool((space.degrees(learned.edges) > 0).all()) and int((learned.edges > 0).sum()) >= nodes // 2
+        assert graph_duality_gap(learned.edges, 0.1 * distances + 1.0, space, 1.0) < 1e-8

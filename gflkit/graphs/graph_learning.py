@@ -253,19 +253,28 @@ def certified_zeros(edges: Tensor, multipliers: Tensor, cost: Tensor, space: Edg
     so :math:`\frac m2\lVert\tilde\lambda - \lambda^*\rVert^2 \le D(\lambda^*) - D(\tilde\lambda) \le G`
     and every :math:`|\tilde\lambda_i - \lambda^*_i| \le \delta = \sqrt{2G/m}`. A pair with
     :math:`\tilde s_{ij} > 2\delta` therefore has a slack :math:`s^*_{ij} > 0` at the dual optimum, and
-    complementary slackness makes :math:`w^*_{ij} = 0` in every primal optimum. Returns that boolean mask
+    complementary slackness makes :math:`w^*_{ij} = 0` in every primal optimum. The gap is never taken below
+    the rounding of the primal and dual values it is the difference of, so a gap that rounds to 0 screens
+    nothing it cannot; a mask that would leave a node without an edge is refused. Returns that boolean mask
     (none when the gap is not finite)."""
     gap = duality_gap(edges, multipliers, cost, space, beta) * space.num_nodes * beta
+    none = torch.zeros_like(cost, dtype=torch.bool)
     if not math.isfinite(gap):
-        return torch.zeros_like(cost, dtype=torch.bool)
+        return none
     rows, cols = space.pairs
+    # a gap computed as the difference of two large numbers is only known to their rounding: never below it
+    primal = float(cost @ edges) - beta * float(space.degrees(edges).log().sum())
+    gap = max(gap, 0.0) + 1e3 * torch.finfo(cost.dtype).eps * (abs(primal) + abs(primal - gap))
     theta = min(1.0, float((cost / (multipliers[rows] + multipliers[cols])).min()))
     feasible = theta * multipliers
     slack = cost - feasible[rows] - feasible[cols]
     bounds = cost.new_full((space.num_nodes,), math.inf).scatter_reduce(0, rows, cost, "amin").scatter_reduce(
         0, cols, cost, "amin")
-    delta = math.sqrt(2.0 * max(gap, 0.0) * float(bounds.max()) ** 2 / beta)
-    return slack > 2.0 * delta
+    delta = math.sqrt(2.0 * gap * float(bounds.max()) ** 2 / beta)
+    zero = slack > 2.0 * delta
+    if not bool((space.degrees(torch.where(zero, 0.0, edges)) > 0).all()):
+        return none  # a certificate that would isolate a node cannot be right: keep every weight
+    return zero
 
 
 def _check_graph_problem(distances: Tensor, alpha: float, beta: float, gamma: float) -> Tensor:
@@ -414,6 +423,7 @@ def learn_graph(
         steps += 1
     gap, edges, multipliers = best
     edges = torch.where(certified_zeros(edges, multipliers, cost, space, 1.0), 0.0, edges)
+    gap = max(gap, duality_gap(edges, multipliers, cost, space, 1.0))  # the certificate of the edges returned
     converged = gap <= tol
     if not converged:
         warnings.warn(f"graph learning stopped after {steps} of max_iter={max_iter} Newton steps with a relative "

@@ -52,6 +52,8 @@ def paper_vs_measured(
     ``difference = measured − paper``. Every measured row is kept (the paper column is NaN where the
     paper reports nothing); paper rows without a measured counterpart are dropped.
     """
+    if measured.columns.has_duplicates:
+        raise ValueError(f"measured has duplicate columns {sorted(set(measured.columns[measured.columns.duplicated()]))}")
     spread = ["std", "seeds"] if {"std", "seeds"} <= set(measured.columns) else []
     left = measured[list(on) + [measured_col, *spread]].rename(columns={measured_col: "measured",
                                                                        "std": "measured_std"})

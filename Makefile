@@ -7,7 +7,7 @@ PAPERS  := $(if $(filter all,$(PAPER)),$(patsubst notebooks/%.ipynb,%,$(wildcard
 # Real data for tests and reproductions: GFLKIT_DATA if set, else the offline copies beside the repo.
 export GFLKIT_DATA ?= $(if $(wildcard ../shared/datasets),$(abspath ../shared/datasets),)
 
-.PHONY: setup demo test reproduce lab bench clean
+.PHONY: setup demo test reproduce archive report lab bench clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -15,7 +15,7 @@ $(PY):
 setup: $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[notebooks,test,ray,flower]"
+	$(PY) -m pip install -q -e ".[notebooks,test,ray,flower,report]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 
 demo:
@@ -32,6 +32,17 @@ reproduce:
 	    $(if $(EXECUTOR),--executor $(EXECUTOR)) $(if $(RAY_ADDRESS),--ray-address $(RAY_ADDRESS)) || exit 1; \
 	done
 
+# The archive of executed notebooks (docs/results/NAME_PROFILE/): executes each from its store results/NAME_PROFILE;
+# ENTRIES="quickstart:ci sfl:ci" archives only those.
+archive:
+	$(PY) -m gflkit.cli archive $(ENTRIES)
+
+# The report site, offline, warnings as errors: open site/index.html in a browser.
+report:
+	rm -rf site
+	$(PY) -m sphinx -W --keep-going -q -b html docs site
+	@echo "report built: open site/index.html"
+
 # JupyterLab on notebooks/ with the project's kernel and the data root; LAB_ARGS passes options through,
 # e.g. make lab LAB_ARGS="--no-browser --port 8890".
 lab:
@@ -44,4 +55,4 @@ bench:
 	$(PY) benchmarks/vectorised_clients.py
 
 clean:
-	rm -rf results .pytest_cache
+	rm -rf results .pytest_cache site docs/_api

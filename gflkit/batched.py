@@ -49,13 +49,18 @@ from gflkit.training import LocalStep, LossTerm, TrainConfig, batch_positions
 if TYPE_CHECKING:  # pragma: no cover
     from gflkit.federation import Federation, LocalResult
 
-#: how much memory the rows of one chunk may take on a CPU (on a GPU: half of what is free)
+#: how much memory the rows of one chunk may take on a CPU (on a GPU, half of what is free)
 CPU_MEMORY_BUDGET = 2 * 2**30
 
 
+# The :type: field names FeatureModel's full path for Sphinx: an annotation of a class's __init__ reaches the API
+# reference as written, and ``FeatureModel`` is ambiguous there (gflkit.models re-exports it).
 class FeaturesAndLogits(nn.Module):
     """``x ↦ (features(x), head(features(x)))`` of a :class:`~gflkit.models.base.FeatureModel`:
-    what :func:`torch.func.functional_call` runs, so a loss term sees the representation too."""
+    what :func:`torch.func.functional_call` runs, so a loss term sees the representation too.
+
+    :type model: ~gflkit.models.base.FeatureModel
+    """
 
     def __init__(self, model: FeatureModel):
         super().__init__()

@@ -55,6 +55,20 @@ def _notebook(args: argparse.Namespace) -> int:
     return 0
 
 
+def _archive(args: argparse.Namespace) -> int:
+    from gflkit.notebooks import NotebookError
+    from gflkit.report.archive import main as archive
+
+    try:
+        written = archive(args.entries)
+    except NotebookError as error:
+        print(f"gflkit archive: {error}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"archived {path}")
+    return 0
+
+
 def _grid_parameters(args: argparse.Namespace) -> dict[str, str]:
     """The notebook parameters ``executor`` / ``ray_address`` that ``--executor`` / ``--ray-address`` set."""
     given = {"executor": args.executor, "ray_address": args.ray_address}
@@ -157,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gflkit {metadata.version('gflkit')}")
     _add_threads_option(parser, default=None)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{data,notebook,precompute}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{archive,data,notebook,precompute}")
     add_data_commands(commands)
     nb = commands.add_parser("notebook", help="execute a notebook with papermill (results under --results)",
                              description="Execute notebooks/NAME.ipynb with papermill. Name, profile and\n"
@@ -190,7 +204,15 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--device", default="auto",
                      help="auto (a CUDA GPU when present, else the CPU) | cpu | cuda | cuda:N (default: auto)")
     pre.set_defaults(func=_precompute)
-    for command in (nb, pre):  # also accepted after the command; SUPPRESS keeps a value given before it
+    arc = commands.add_parser("archive", help="execute reported notebooks from their stores into docs/results/",
+                              description="Execute each archived notebook (gflkit/report/archive.py's ARCHIVE)\n"
+                                          "from its result store results/NAME_PROFILE and write it, outputs,\n"
+                                          "figures and CSVs included, under docs/results/NAME_PROFILE/.",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    arc.add_argument("entries", nargs="*", metavar="NAME:PROFILE",
+                     help="the entries to archive, e.g. quickstart:ci (default: all)")
+    arc.set_defaults(func=_archive)
+    for command in (nb, pre, arc):  # also accepted after the command; SUPPRESS keeps a value given before it
         _add_threads_option(command, default=argparse.SUPPRESS)
     return parser
 

@@ -31,7 +31,7 @@ from gflkit.threads import limit_threads
 EXECUTORS = ("serial", "ray")
 #: How often Ray runs a task again after its worker died (the run resumes from its checkpoint).
 MAX_RETRIES = 3
-#: torch threads per Ray worker: one task per core.
+#: torch threads per Ray worker — one task per core.
 WORKER_THREADS = 1
 
 

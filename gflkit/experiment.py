@@ -39,7 +39,7 @@ from gflkit.training import TrainConfig
 
 POOLS = ("all", "train")
 TEST_SPLITS = ("client", "matched")
-#: Fields added after runs were stored, with the value every earlier run had: :meth:`RunConfig.to_dict`
+#: Fields added after runs were stored, with the value every earlier run had — :meth:`RunConfig.to_dict`
 #: leaves a field out while it holds that value, so the stored keys of earlier configs do not change.
 KEYLESS_DEFAULTS: dict[str, Any] = {"test_split": "client", "nesterov": False, "lr_schedule": None}
 ENV_LOCAL_TRAINING = "GFLKIT_LOCAL_TRAINING"

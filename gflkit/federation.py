@@ -44,8 +44,12 @@ class LocalResult:
     loss: float
 
 
+# The :type: fields name the classes' full paths for Sphinx: an annotation of a class's __init__ reaches the API
+# reference as written (``FeatureModel``), which is ambiguous there (gflkit.models re-exports it).
 class Federation:
     """K clients over shared data tensors, with their models stacked as a ``K × d`` matrix.
+
+    The attributes listed below are set after construction, not by an argument.
 
     Args:
         x, y: all samples and labels (moved to ``device``).
@@ -62,16 +66,18 @@ class Federation:
         held_out: a ``(K,)`` boolean mask of unseen test clients, which are never sampled to train
             (:func:`~gflkit.data.partition.hold_out_clients`); none by default.
 
-    Attributes set after construction:
+    Attributes:
         local_training: how :meth:`train_clients` trains several clients: ``"auto"`` (default: batched,
             :mod:`gflkit.batched`, wherever it applies, else one after another), ``"batched"`` (an error
             where it does not apply) or ``"sequential"`` (always one after another, the reference loop).
         client_chunk: how many clients one batched step holds (None: as many as fit a memory budget).
         training_paths: the paths local training took since the engine last emptied it
             (``"batched"`` / ``"sequential"``), for the run's records.
+
+    :type model: ~gflkit.models.base.FeatureModel
     """
 
-    #: the splits every evaluation scores: the test split, then held-out splits recorded as ``<split>_<metric>``
+    #: the splits every evaluation scores — the test split, then held-out splits recorded as ``<split>_<metric>``
     EVALUATION_SPLITS: tuple[str, ...] = ("test",)
     #: whether clients' batches can be stacked for batched local training (:mod:`gflkit.batched`)
     batchable_data: ClassVar[bool] = True
@@ -339,6 +345,7 @@ class Federation:
         return {**self.task.finalize(sums), "num_samples": int(sums.get("count", 0))}
 
 
+# The :type: fields: as Federation's.
 class GraphFederation(Federation):
     """K subgraph clients (:class:`~gflkit.data.subgraphs.ClientGraph`) with their models as a ``K × d`` matrix.
 
@@ -359,6 +366,9 @@ class GraphFederation(Federation):
     Args:
         clients: the subgraph clients, in client order (links needed for link prediction).
         model, task, train_config, seed, device, channel: as for :class:`Federation`.
+
+    :type clients: Sequence[~gflkit.data.subgraphs.ClientGraph]
+    :type model: ~gflkit.models.base.FeatureModel
     """
 
     SPLITS = ("train", "val", "test")

@@ -54,7 +54,7 @@ class Profile:
 
     @property
     def required_datasets(self) -> tuple[str, ...]:
-        """The datasets the core tables need: ``required``, else the base dataset."""
+        """The datasets the core tables need — ``required``, else the base dataset."""
         return self.required if self.required is not None else (self.base["dataset"],)
 
     def config(self, **changes: Any) -> RunConfig:

@@ -29,7 +29,7 @@ from gflkit.state import FlatModule
 OPTIMIZERS = ("sgd", "adam")
 OPTIMIZER_STATES = ("fresh", "persistent")
 
-#: a piecewise-linear learning-rate schedule: knots ``(epoch, learning rate)``, see :func:`scheduled_lr`
+#: a piecewise-linear learning-rate schedule — knots ``(epoch, learning rate)``, see :func:`scheduled_lr`
 LearningRateSchedule = tuple[tuple[float, float], ...]
 
 
@@ -145,8 +145,9 @@ class TrainConfig:
 
 
 def plain_sgd_obstacle(config: TrainConfig) -> str | None:
-    """Why local training under ``config`` is not plain SGD at one constant rate (``None`` when it is):
-    methods whose server divides a displacement by the step size (SCAFFOLD, FedCG's student) need it."""
+    """Why local training under ``config`` is not plain SGD at one constant rate, or None when it is.
+
+    Methods whose server divides a displacement by the step size (SCAFFOLD, FedCG's student) need plain SGD."""
     if config.optimizer != "sgd" or config.momentum != 0:
         return f"optimizer {config.optimizer!r} with momentum {config.momentum}"
     if config.lr_schedule is not None:
@@ -196,7 +197,7 @@ class Batch(NamedTuple):
 
 def batch_positions(num_samples: int, batch_size: int, generator: torch.Generator | None = None,
                     device: torch.device | str | None = None) -> list[Tensor]:
-    """The positions ``0 .. num_samples - 1`` of one pass, cut into batches of ``batch_size``.
+    """The positions 0 to ``num_samples - 1`` of one pass, cut into batches of ``batch_size``.
 
     With a ``generator`` the order is a fresh random permutation (one training epoch); without, the
     positions in order (evaluation). The last batch holds the remainder.

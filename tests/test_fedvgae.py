@@ -123,3 +123,28 @@ def test_bad_fedvgae_options_are_rejected(options, message):
 def test_first_layer_sharing_needs_a_model_with_a_common_first_layer():
     with pytest.raises(ValueError, match="common first layer"):
         build_algorithm("fedvgae", share="first_layer", validation="train").setup(make_federation())
+
+
+def test_reported_clients_keep_each_runs_best_validation_round():
+    import pandas as pd
+
+    from gflkit.papers.fedvgae import CLIENT_COLUMNS, reported_clients
+
+    def records(method, best_round, **extra):
+        rows = []
+        for round_ in (1, 2, 3):
+            for client in (0, 1):
+                rows.append({"dataset": "cora", "method": method, "seed": 0, "client": client, "round": round_,
+                             "auc": 50.0 + round_ + client, "ap": 40.0, "val_auc": 90.0 if round_ == best_round else 10.0,
+                             **extra})
+        return pd.DataFrame(rows)
+
+    table3 = pd.concat([records("fedavg", 2), records("fedvgae", 3)])
+    table6 = pd.concat([records("fedvgae", 1, setting="full"), records("fedvgae", 3, setting="without_both")])
+    rows = reported_clients({"table3": (table3, "link_prediction"), "table6": (table6, "link_prediction"),
+                             "table4": (None, "node_classification")})
+    assert list(rows.columns) == CLIENT_COLUMNS and len(rows) == 8
+    chosen = rows.groupby(["section", "setting"])["round"].unique().map(list).to_dict()
+    assert chosen == {("table3", "fedavg"): [2], ("table3", "fedvgae"): [3], ("table6", "full"): [1],
+                      ("table6", "without_both"): [3]}
+    assert rows["accuracy"].isna().all() and set(rows["task"]) == {"link_prediction"}

@@ -146,3 +146,21 @@ def test_fedska_claims_from_committed_per_client_csvs_equal_the_notebooks(tmp_pa
     committed = fedska.decide_from_clients(tmp_path, "paper1")
     pd.testing.assert_frame_equal(committed, notebook)
     assert len(notebook) == 7 and notebook["noise model"].str.contains("Student t over 3 seeds").all()
+
+
+def test_jgesr_claims_from_committed_per_client_csvs_equal_the_notebooks(tmp_path):
+    from gflkit import metrics
+    from gflkit.papers import jgesr
+
+    rng = np.random.default_rng(1)
+    rows = [{"method": method, "seed": seed, "evaluate": "server", "s": s, "missing": 0.0, "client": client,
+             "round": round_, "accuracy": float(rng.uniform(70, 100)), "num_samples": 30}
+            for method in jgesr.METHODS for s in (0.1, 0.2) for seed in (0, 1) for client in range(5)
+            for round_ in (15, 30)]
+    records = pd.DataFrame(rows)
+    notebook = claims_table(jgesr.final_score_claims(records, list(jgesr.METHODS), "paper1"))
+    metrics.reported_rows(records, ["s", "method", "seed"]).to_csv(tmp_path / "table1_clients.csv", index=False)
+    committed = jgesr.decide_from_clients(tmp_path, "paper1")
+    pd.testing.assert_frame_equal(committed, notebook)
+    assert len(notebook) == 2 and notebook["noise model"].str.contains("Student t over 2 seeds").all()
+    assert notebook["evidence"].str.endswith("(2 seed(s))").all()

@@ -52,7 +52,7 @@ from gflkit.training import LocalStep
 
 STARTS = ("personal", "global", "graph")
 SMOOTHINGS = ("given", "none", "previous")
-#: ``"gradient"``: the paper's pulls act on training; ``"detached"``: the code's, a constant without gradient.
+#: ``"gradient"`` — the paper's pulls act on training; ``"detached"`` — the code's, a constant without gradient.
 REGULARISERS = ("gradient", "detached")
 
 

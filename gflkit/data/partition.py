@@ -136,8 +136,7 @@ def overlapping_shards(labels: Tensor, num_clients: int, shards_per_client: int,
     shared with SFL's code): clients **overlap**.
 
     The labels are allocated as in :func:`label_shards` — :math:`K q` shards of size
-    :math:`s = \lfloor N / (K q) 
-floor` over the label-sorted samples, :math:`q` random shards per
+    :math:`s = \lfloor N / (K q) \rfloor` over the label-sorted samples, :math:`q` random shards per
     client, a shard's label being that of its first sample — but a client does not receive the
     shards' samples: for each label :math:`l` it holds :math:`c_l` shards of, it draws
     :math:`c_l\,s` samples without replacement from *all* samples of label :math:`l`, independently of

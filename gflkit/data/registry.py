@@ -162,7 +162,7 @@ class RawFile:
 
     @property
     def pin(self) -> tuple[str, str]:
-        """``(kind, digest)``: ``("sha256", ...)`` or ``("git blob", ...)``."""
+        """``(kind, digest)`` — ``("sha256", ...)`` or ``("git blob", ...)``."""
         return ("sha256", self.sha256) if self.sha256 is not None else ("git blob", self.git_blob)
 
     @property
@@ -181,8 +181,9 @@ class DatasetSpec:
         description: one line shown by ``gflkit data list``.
         source: canonical source URL.
         files: the raw files the registry expects (exactly these; subsets are pinned as such).
-        loader: ``loader(spec, root, download=..., **options)``, returning a :class:`SampleDataset`
-            (``kind="samples"``) or a :class:`torch_geometric.data.Data` (``kind="graph"``).
+        loader: ``loader(spec, root, download=..., **options)``, returning a
+            :class:`~gflkit.data.dataset.SampleDataset` (``kind="samples"``) or a
+            :class:`torch_geometric.data.Data` (``kind="graph"``).
         obtain: how to obtain the files when they cannot be downloaded (shown in errors).
         license: licence as commonly stated.
         embedded: True when the data ship with a dependency and need no files (``digits``).
@@ -229,7 +230,7 @@ class FileStatus:
     expected_sha256: str
     actual_sha256: str | None = None
     size: int | None = None
-    kind: str = "sha256"  #: what ``expected_sha256`` / ``actual_sha256`` hold: "sha256" or "git blob"
+    kind: str = "sha256"  #: what ``expected_sha256`` / ``actual_sha256`` hold — "sha256" or "git blob"
 
     @property
     def ok(self) -> bool:
@@ -754,15 +755,18 @@ def fetch_dataset(name: str, root: str | Path | None = None, *, timeout: float =
     return verify_dataset(name, root_path, full=True)
 
 
+# The :rtype: field names SampleDataset's full path for Sphinx: the annotation is imported only for type checking, so
+# it reaches the API reference as written, and ``SampleDataset`` is ambiguous there (gflkit.data re-exports it).
 def load_dataset(name: str, root: str | Path | None = None, download: bool = True, **options: Any) -> SampleDataset:
-    """Load a registered dataset as a :class:`SampleDataset` (official train + test pooled, ``is_test`` marks test).
+    """Load a registered dataset as a :class:`~gflkit.data.dataset.SampleDataset` (official train + test pooled,
+    ``is_test`` marks test).
 
     Args:
         name: one of :func:`dataset_names` (``mnist``, ``cifar10``, ``cifar100``, ``femnist``,
             ``shakespeare``, ``digits``).
         root: data root holding ``<name>/raw/...``; default ``$GFLKIT_DATA``, else :data:`DEFAULT_ROOT`.
         download: download missing files when they have a URL and the network is reachable.
-        **options: loader options (e.g. ``source="leaf"`` and ``stride=...`` for ``shakespeare``).
+        ``**options``: loader options (e.g. ``source="leaf"`` and ``stride=...`` for ``shakespeare``).
 
     Raises:
         UnknownDatasetError: ``name`` is not registered (the message lists the known names).
@@ -770,6 +774,8 @@ def load_dataset(name: str, root: str | Path | None = None, download: bool = Tru
         DatasetNotFoundError: raw files are missing and could not be downloaded.
         ChecksumError: a raw file does not match its pinned sha256.
         TypeError: an option the loader does not know.
+
+    :rtype: ~gflkit.data.dataset.SampleDataset
     """
     spec = _spec_of_kind(name, "samples")
     assert spec.loader is not None
@@ -793,7 +799,7 @@ def load_graph(name: str, root: str | Path | None = None, download: bool = True,
         normalize_features: divide every node's features by their sum (rows summing to 0 are left as
             they are), :class:`torch_geometric.transforms.NormalizeFeatures` as in PyG's Planetoid
             examples and FED-PUB's data pipeline; off by default (the raw features).
-        **options: loader options (e.g. ``largest_component=False`` for ``polblogs``).
+        ``**options``: loader options (e.g. ``largest_component=False`` for ``polblogs``).
 
     Raises:
         UnknownDatasetError: ``name`` is not registered.

@@ -60,7 +60,7 @@ class LinkSplit:
 
     @property
     def train_edge_index(self) -> Tensor:
-        """The message-passing graph: both directions of every training edge, ``(2, 2 |train_pos|)``."""
+        """The message-passing graph — both directions of every training edge, ``(2, 2 |train_pos|)``."""
         return torch.cat([self.train_pos, self.train_pos.flip(0)], dim=1)
 
 

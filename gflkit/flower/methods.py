@@ -84,7 +84,7 @@ class Split:
 
     @property
     def evaluation_slots(self) -> tuple[Slot, ...]:
-        """What an evaluation message carries: ``evaluation``, else ``down``."""
+        """What an evaluation message carries — ``evaluation``, else ``down``."""
         return self.down if self.evaluation is None else self.evaluation
 
 
@@ -139,7 +139,7 @@ SPLITS: dict[str, Callable[[Algorithm], Split]] = {
     "two_step": lambda algorithm: Split(down=(OWN_ROW,)),
 }
 
-#: Why a method is not run by this adapter (methods missing here and from SPLITS: "not ported yet").
+#: Why a method is not run by this adapter (methods missing here and from SPLITS — "not ported yet").
 REFUSALS: dict[str, str] = {
     "fedska": "its server trains the structure encoder with E_g extra gradient round trips to every client "
               "per round, which this adapter does not run yet",

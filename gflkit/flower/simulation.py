@@ -82,7 +82,7 @@ class InProcessBackend(Backend):
 
     @property
     def num_workers(self) -> int:
-        """One worker: messages are processed one after another."""
+        """One worker — messages are processed one after another."""
         return 1
 
     def is_worker_idle(self) -> bool:

@@ -63,7 +63,7 @@ class GflkitStrategy(Strategy):
         result: Flower's :class:`~flwr.serverapp.strategy.Result` once :func:`make_server_app`'s app ran.
 
     Raises:
-        UnsupportedMethod: (one line) the method, or an option of it, does not run in Flower.
+        ~gflkit.flower.methods.UnsupportedMethod: (one line) the method, or an option of it, does not run in Flower.
     """
 
     def __init__(self, config: RunConfig, data_root: str | Path | None = None, device: str | torch.device = "auto",

@@ -35,7 +35,7 @@ class EdgeSpace:
 
     @cached_property
     def pairs(self) -> tuple[Tensor, Tensor]:
-        """Row and column indices of the ``K(K-1)/2`` pairs (computed once: solvers ask every iteration)."""
+        """Row and column indices of the ``K(K-1)/2`` pairs (computed once; solvers ask every iteration)."""
         rows, cols = torch.triu_indices(self.num_nodes, self.num_nodes, offset=1, device=self.device)
         return rows, cols
 

@@ -92,7 +92,7 @@ class Restoration:
     converged: bool = False
     rho: float = math.nan
     graph_converged: bool = True  # every inner graph solve (Two-step's Eq. 9, PDCA's proxes) met its tolerance
-    #: how far the final graph is from the best one for the final models: the duality gap of Eq. (9) at
+    #: how far the final graph is from the best one for the final models — the duality gap of Eq. (9) at
     #: the restored Ψ, per client and relative to β (0 at stationarity in w; PDCA's rule only looks at Ψ)
     graph_gap: float = math.nan
     safeguard_steps: int = 0  # PDCA steps whose ρ the safeguard doubled because F would have risen

@@ -81,7 +81,7 @@ def initial_adjacency(num_domains: int, kind: str, generator: torch.Generator | 
 
 
 def inverse_hamming_similarity(num_domains: int) -> Tensor:
-    r""":math:`h_{ij} = 1 / \mathrm{Hamming}(i, j)` between the binary codes of domains ``0 .. D-1``
+    r""":math:`h_{ij} = 1 / \mathrm{Hamming}(i, j)` between the binary codes of domains 0 to D − 1
     (``D = 2^n``; the diagonal, distance 0, is set to 0 and replaced by Eq. 6's :math:`\beta`)."""
     bits = max(num_domains - 1, 1).bit_length()
     if num_domains < 2 or num_domains != 2 ** bits:

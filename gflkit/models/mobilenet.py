@@ -46,7 +46,7 @@ from torch import Tensor, nn
 
 from gflkit.models.base import FeatureModel
 
-#: Rows (expansion t, output channels c, repeats n, stride s) of the CIFAR variant (second row's s: 2 → 1).
+#: Rows (expansion t, output channels c, repeats n, stride s) of the CIFAR variant (second row's s = 2 → 1).
 CIFAR_STAGES: tuple[tuple[int, int, int, int], ...] = (
     (1, 16, 1, 1),
     (6, 24, 2, 1),

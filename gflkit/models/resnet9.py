@@ -40,7 +40,7 @@ from gflkit.models.base import FeatureModel
 CHANNELS = (64, 128, 256, 256)
 #: the authors' ``Mul(weight)`` after the linear layer
 SCALE = 0.2
-#: image sides (pixels) whose map is 1×1 after the four 2×2 pools: ⌊⌊⌊⌊s/2⌋/2⌋/2⌋/2⌋ = 1
+#: image sides (pixels) whose map is 1×1 after the four 2×2 pools — ⌊⌊⌊⌊s/2⌋/2⌋/2⌋/2⌋ = 1
 SUPPORTED_SIDES = range(16, 32)
 
 

@@ -63,7 +63,7 @@ def paper_vs_measured(
     return table
 
 
-#: what a claim's check returns first: whether it holds (a claim that is no comparison), its verdict, or
+#: what a claim's check returns first — whether it holds (a claim that is no comparison), its verdict, or
 #: the difference(s) that decide it (:mod:`gflkit.papers.comparison`)
 Outcome = bool | None | Verdict | Difference | Comparison
 CLAIM_COLUMNS = ("claim", "verdict", "difference", "interval", "noise model", "evidence", "profile")

@@ -39,7 +39,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 }
 #: Each paper's headline method, compared with the best baseline (:data:`BASELINES`) in every setting.
 HEADLINES = {"fedska": "FedSKA", "sfl_star": "SFL", "pdca": "JGESR"}
-#: The comparison's baselines: every method that is no paper's own (SFL's given-graph row and JGESR's
+#: The comparison's baselines — every method that is no paper's own (SFL's given-graph row and JGESR's
 #: Two-step ablation are their papers' variants, not baselines).
 BASELINES = tuple(m for members in FAMILIES.values() for m in members if m not in (*HEADLINES, "sfl", "two_step"))
 #: Row label → (gflkit method, options from the publishing paper's module; completed with the method's defaults).
@@ -52,7 +52,7 @@ METHODS: dict[str, tuple[str, dict[str, Any]]] = {
     "sfl": sfl.VARIANTS["sfl"], "sfl_star": sfl.VARIANTS["sfl_star"],
     "pdca": ("pdca", {}), "two_step": ("two_step", {}),
 }
-#: Which paper's notebook each method's protocol comes from: its own paper's where it is a headline
+#: Which paper's notebook each method's protocol comes from — its own paper's where it is a headline
 #: method or one of that paper's baselines, FedSKA's (the common protocol's paper) for the shared baselines.
 SOURCE: dict[str, str] = {m: "fedska" for m in fedska.METHODS if m != "sfl"} | {
     m: "jgesr" for m in ("pdca", "two_step", "cfl", "fedamp", "pfedgraph")} | {
@@ -61,7 +61,7 @@ SOURCE: dict[str, str] = {m: "fedska" for m in fedska.METHODS if m != "sfl"} | {
 #: methods' papers score the model the server holds: ``server``).
 PROTOCOL: dict[str, str] = {m: fedska.PROTOCOL[m]["evaluate"] if SOURCE[m] == "fedska" else "server"
                             for m in METHODS}
-#: Setting → the RunConfig fields it changes (every setting names its channel: a clean one has no noise).
+#: Setting → the RunConfig fields it changes (every setting names its channel; a clean one has no noise).
 CLEAN, NOISY = {"noise_scale": 0.0}, {"noise_scale": 0.1}
 SETTINGS: dict[str, dict[str, Any]] = {
     "shards q=2": dict(partition="shards", partition_options={"shards_per_client": 2}, channel=CLEAN),

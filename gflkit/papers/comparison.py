@@ -78,7 +78,7 @@ from gflkit.papers.verdict import Verdict
 LEVEL = 0.95
 #: seeds from which the seed model (Student t over seeds) replaces the one-seed model over clients
 MIN_SEEDS = 2
-#: decimals of the tables: scores equal to this many decimals tie
+#: decimals of the tables — scores equal to this many decimals tie
 TABLE_DECIMALS = 2
 
 

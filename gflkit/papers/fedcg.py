@@ -57,7 +57,7 @@ SECTIONS = ("table5", "table4", "table3")
 #: the five attributes of the paper's oracle domains (Sec. 4.2.1), and the task's
 DOMAIN_ATTRIBUTES = ("Attractive", "Heavy_Makeup", "High_Cheekbones", "Mouth_Slightly_Open", "Wavy_Hair", "Smiling")
 
-#: Per dataset: the run fields of the paper's protocol (on the clients present offline, see above).
+#: Per dataset, the run fields of the paper's protocol (on the clients present offline, see above).
 DATASETS: dict[str, dict[str, Any]] = {
     "celeba": dict(dataset="celeba", model="leaf_celeba_cnn", model_options={}, data_options={"scale": "unit"},
                    held_out=2 / 3, batch_size=5, rounds=100, clients_per_round=10, eval_every=10),
@@ -68,7 +68,7 @@ DATASETS: dict[str, dict[str, Any]] = {
                    num_clients=20, test_ratio=0.2, held_out=0.25, batch_size=16, lr=0.3, rounds=6,
                    clients_per_round=10, eval_every=3),
 }
-#: FedCG's network per dataset (Sec. 4.1 / 4.3: last layer, D = 4, soft domains, A = I at first).
+#: FedCG's network per dataset (Sec. 4.1 / 4.3 — last layer, D = 4, soft domains, A = I at first).
 FEDCG_MODEL: dict[str, dict[str, Any]] = {
     "celeba": dict(base="leaf_celeba_cnn", num_domains=4, layers="last", gcn_layers=1, reduction=1,
                    pseudo_labels="centred"),
@@ -76,7 +76,7 @@ FEDCG_MODEL: dict[str, dict[str, Any]] = {
                     reduction=16, pseudo_labels="centred"),
     "digits": dict(base="simple_cnn", num_domains=4, layers="last", gcn_layers=1, reduction=1, pseudo_labels="centred"),
 }
-#: Table 4's rows: (FedCG layers, A init, clusters, D, test-time domains); clusters are the teacher /
+#: Table 4's rows — (FedCG layers, A init, clusters, D, test-time domains); clusters are the teacher /
 #: student classifier's (``"clf"``) or K-means of separately trained client models (``"kmeans"``).
 TABLE4 = (("all", "eye", "kmeans", 2, "hard"), ("all", "eye", "kmeans", 3, "hard"), ("all", "eye", "kmeans", 4, "hard"),
           ("all", "eye", "clf", 2, "hard"), ("all", "eye", "clf", 3, "hard"), ("all", "eye", "clf", 4, "hard"),
@@ -86,7 +86,7 @@ TABLE4 = (("all", "eye", "kmeans", 2, "hard"), ("all", "eye", "kmeans", 3, "hard
           ("last", "eye", "clf", 32, "soft"))
 CLUSTERS = ("clf", "kmeans")
 
-#: Table 3 (oracle domains): row key (as in ``fedcg.csv``) → the FedCG network's options of that row.
+#: Table 3 (oracle domains) — row key (as in ``fedcg.csv``) → the FedCG network's options of that row.
 TABLE3: dict[str, dict[str, Any]] = {
     "domain_models": dict(residual=False, adjacency_init="eye", projection=False, activation="none"),
     **{f"gcn_{a}{'_W' if w else ''}": dict(residual=False, adjacency_init=init, projection=w, activation="none")
@@ -95,7 +95,7 @@ TABLE3: dict[str, dict[str, Any]] = {
                                                      activation="relu" if relu else "none")
        for relu in (False, True) for a, init in (("U", "uniform"), ("H", "hamming"))},
 }
-#: what every Table 3 row shares: the 32 oracle attribute domains on every convolution, a fixed A
+#: what every Table 3 row shares — the 32 oracle attribute domains on every convolution, a fixed A
 ORACLE_MODEL = dict(domains="oracle", num_domains=2 ** 5, layers="all")
 
 BASE = dict(partition="natural", partition_options={}, test_ratio=None, local_epochs=1, lr=1e-3, momentum=0.0,

@@ -182,3 +182,26 @@ def grids(params: Profile, sections: Sequence[str] | None = None,
              *params.sweep["share_datasets"]}
     present = [name for name in names if name in dataset_names() and dataset_available(name, data_root)[0]]
     return {name: SECTIONS[name](params, present) for name in (sections or SECTIONS)}
+
+
+CLIENT_COLUMNS = ["section", "dataset", "method", "task", "setting", "seed", "client", "round", "auc", "ap", "accuracy"]
+
+
+def reported_clients(sections: Mapping[str, tuple[Any, str]]) -> Any:
+    """The per-seed, per-client scores behind the claims: for each ``section -> (records, task)``, every
+    client's row at its run's reported round (the best-validation round by the task's score, :data:`REPORT`),
+    in :data:`CLIENT_COLUMNS` (``setting`` is the records' own column where they have one, else the method).
+    Small enough to commit, so that seeds computed in different sessions can be decided together."""
+    import pandas as pd
+
+    from gflkit import metrics
+
+    frames = []
+    for section, (records, task) in sections.items():
+        if records is None:
+            continue
+        rows = records if "setting" in records else records.assign(setting=records["method"])
+        rows = metrics.reported_rows(rows, ["dataset", "method", "setting", "seed"], report=REPORT,
+                                     select_by=SCORES[task])
+        frames.append(rows.assign(section=section, task=task).reindex(columns=CLIENT_COLUMNS))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CLIENT_COLUMNS)

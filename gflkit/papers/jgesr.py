@@ -101,3 +101,39 @@ def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any
                             for seed in seeds],
     }
     return {name: makers[name]() for name in chosen}
+
+
+def final_score_claims(records: Any, ran: Sequence[str], profile: str) -> list[Any]:
+    """Table 1's claims, decided by the per-client scores at the last round: ``records`` has rows with
+    ``method``, ``s``, ``seed``, ``client``, ``round``, ``accuracy`` — every round (the notebook's records) or
+    the last only (the committed ``table1_clients.csv``), and any number of seeds: the noise model follows
+    them (:mod:`gflkit.papers.comparison`). ``ran``: the methods that ran."""
+    from gflkit import metrics
+    from gflkit.papers import check_claim
+    from gflkit.papers.comparison import best_other_per_group, compare_per_group, every
+
+    mean = metrics.final_summary(records, value="accuracy", by=("s", "method")).set_index(["s", "method"])["mean"]
+    levels = sorted(records["s"].unique())
+    seeds = f" ({records['seed'].nunique()} seed(s))"
+    return [
+        check_claim("PDCA has the best mean accuracy at every noise level (Table 1)", PAPER_METHODS, ran,
+                    lambda: (every(best_other_per_group(records[records["method"].isin(PAPER_METHODS)], "s", "pdca")),
+                             "; ".join(f"s={s}: pdca {mean[(s, 'pdca')]:.2f}" for s in levels) + seeds), profile),
+        check_claim("PDCA beats the Two-step solution of the same problem (Table 1)", ["pdca", "two_step"], ran,
+                    lambda: (every(compare_per_group(records, "s", "pdca", "two_step")),
+                             "; ".join(f"s={s}: {mean[(s, 'pdca')]:.2f} vs {mean[(s, 'two_step')]:.2f}"
+                                       for s in levels) + seeds), profile),
+    ]
+
+
+def decide_from_clients(folder: Any, profile: str) -> Any:
+    """The claims table of :func:`final_score_claims` read from a folder's committed ``table1_clients.csv``
+    (every seed it holds, e.g. seeds measured in several sessions, whose result stores are gone)."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from gflkit.papers import claims_table
+
+    records = pd.read_csv(Path(folder) / "table1_clients.csv")
+    return claims_table(final_score_claims(records, sorted(records["method"].unique()), profile))

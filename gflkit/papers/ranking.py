@@ -48,7 +48,7 @@ import pandas as pd
 from scipy import stats
 
 
-#: Scores are compared to this many decimals (see the module docstring: ties).
+#: Scores are compared to this many decimals (see the module docstring on ties).
 TIE_DECIMALS = 9
 
 

@@ -50,20 +50,20 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 LABELS = {"fedavg": "FedAvg", "fedatt": "FedAtt", "fedper": "FedPer", "lg_fedavg": "LG-FedAvg", "sfl": "SFL",
           "sfl_star": "SFL*", "sfl_star_v2": "SFL* (graph_v2)", "sfl_star_cross": "SFL* (across rounds)",
           "sfl_lg": "SFL+LG", "sfl_per": "SFL+Per"}
-#: The local step's readings: SFL option values of the paper's text and of the authors' code.
+#: The local step's readings — SFL option values of the paper's text and of the authors' code.
 READINGS: dict[str, dict[str, str]] = {
     "paper": {"start": "personal", "regulariser": "gradient"},
     "authors_code": {"start": "global", "regulariser": "detached"},
 }
-#: The ``graph_mixing`` section's rows: the given graph and SFL*'s three ways of mixing the learned one.
+#: The ``graph_mixing`` section's rows — the given graph and SFL*'s three ways of mixing the learned one.
 MIXINGS = ("sfl", "sfl_star", "sfl_star_v2", "sfl_star_cross")
 TABLE3 = ("fedavg", "fedatt", "fedper", "lg_fedavg", "sfl", "sfl_star")
 TABLE4 = ("fedavg", "fedatt", "sfl", "sfl_lg", "sfl_per")
 TABLE2 = ("fedavg", "fedatt", "sfl", "sfl_star")
 SECTIONS = ("table2", "table3", "table4", "graph_mixing", "learn_steps", "frequency", "local_epochs")
-#: The traffic datasets of Table 2 (readings absent offline: the notebook draws their sensor graphs).
+#: The traffic datasets of Table 2 (readings absent offline; the notebook draws their sensor graphs).
 TRAFFIC = ("metr_la", "pems_bay", "pemsd4", "pemsd8")
-#: Table 2's setting on a traffic dataset: one client per sensor, the "pure RNN" (hidden 64), the paper's
+#: Table 2's setting on a traffic dataset — one client per sensor, the "pure RNN" (hidden 64), the paper's
 #: SGD lr 0.001 and batch 128; SFL aggregates over the sensor graph, SFL* learns one (its ``"given"``
 #: smoothing would mix in the sensor graph, as the code's ``graph_v3``).
 TRAFFIC_BASE = dict(model="rnn", task="forecasting", partition="natural", partition_options={}, test_ratio=None)
@@ -91,7 +91,7 @@ def authors_schedule(epochs: int) -> list[list[float]]:
 AUTHORS_CODE_BASE = dict(BASE, model="resnet9", pool="train", test_ratio=None, test_split="matched",
                          data_options={"normalize": False, "raw": True}, momentum=0.9, nesterov=True,
                          weight_decay=5e-4, lr=0.4, lr_schedule=authors_schedule(20))
-#: What the ``authors_code`` profiles run: Table 3's FedAvg, SFL and SFL* and the graph mixings, no ablations.
+#: What the ``authors_code`` profiles run — Table 3's FedAvg, SFL and SFL* and the graph mixings, no ablations.
 AUTHORS_CODE_SWEEP = {"traffic": (), "table3": ("fedavg", "sfl", "sfl_star"), "table4": (), "readings": ("authors_code",),
                       "timing_layers": (), "learn_steps": (), "frequency": (), "local_epoch_counts": ()}
 

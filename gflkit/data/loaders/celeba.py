@@ -108,7 +108,7 @@ _ANNOTATIONS = (
     (ATTRIBUTES, "60e4f178f34e53533bae65f38caa929d7d22245d6f364516554c7828d745c37a", 1801631),
     (IDENTITIES, "a13c1788e0230fdba9142533eb8fc282889038ff5c08d48a9aae5848a9201c77", 949172),
 )
-#: the plain official files accepted when the ``.gz`` one is absent: {gz path: (path, sha256, size)}
+#: the plain official files accepted when the ``.gz`` one is absent, ``{gz path: (path, sha256, size)}``
 PLAIN_TEXT: dict[str, tuple[str, str, int]] = {
     ATTRIBUTES: ("list_attr_celeba.txt", "f0e5da289d5ccf75ffe8811132694922b60f2af59256ed362afa03fefba324d0", 26721026),
     IDENTITIES: ("identity_CelebA.txt", "c6143857c3e2630ac2da9f782e9c1232e5e59be993a9d44e8a7916c78a6158c0", 3424458),

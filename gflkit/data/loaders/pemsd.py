@@ -69,7 +69,7 @@ __all__ = ["ASTGCNFormat", "PEMSD4", "PEMSD8", "astgcn_sensor_graph", "gaussian_
 ASTGCN_COMMIT = "86efe627f8d7a1d461be9446a3c9d0960c301d0b"
 SOURCE = "https://github.com/wanhuaiyu/ASTGCN"
 ASTGCN_RAW = f"https://raw.githubusercontent.com/wanhuaiyu/ASTGCN/{ASTGCN_COMMIT}/data/"
-#: The SFL paper's split of the windows: 70 % train, 10 % test (and 20 % validation).
+#: The SFL paper's split of the windows — 70 % train, 10 % test (and 20 % validation).
 TRAIN_FRACTION = 0.7
 TEST_FRACTION = 0.1
 #: DCRNN's threshold of the Gaussian kernel.

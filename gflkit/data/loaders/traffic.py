@@ -41,7 +41,7 @@ __all__ = ["HORIZON", "STEPS", "check_window_options", "forecasting_samples", "l
 
 STEPS = 12
 HORIZON = 12
-#: A dataset's sensor graph from its graph files: ``reader(root, download=...) -> (sensor_ids, adjacency)``.
+#: A dataset's sensor graph from its graph files — ``reader(root, download=...) -> (sensor_ids, adjacency)``.
 GraphReader = Callable[..., tuple[list[str], torch.Tensor]]
 _GRAPH_READERS: dict[str, GraphReader] = {}
 
@@ -169,9 +169,9 @@ def load_traffic_graph(name: str, root: str | Path | None = None,
     Files are verified against their pinned sha256 first; root as for :func:`~gflkit.data.load_dataset`.
 
     Raises:
-        UnknownDatasetError: ``name`` is not registered.
+        ~gflkit.data.registry.UnknownDatasetError: ``name`` is not registered.
         ValueError: ``name`` is not a traffic dataset.
-        DatasetNotFoundError: the graph files are missing (the message says how to get them).
+        ~gflkit.data.registry.DatasetNotFoundError: the graph files are missing (the message says how to get them).
     """
     spec = get_spec(name)
     reader = _GRAPH_READERS.get(spec.name)

@@ -1,0 +1,156 @@
+"""The report's pages and what their summaries read: one page per paper, the numbers from the committed CSVs.
+
+Every folder ``docs/results/<notebook>_<profile>/`` belongs to the page of its notebook (:data:`PAGES`). A
+folder's summary (:func:`summarize`) is computed, never typed: the verdict counts of its claims CSV, the
+mean absolute difference ours − paper over its paper-vs-measured CSVs and the number of seeds its per-client CSVs hold. The
+landing page shows one row per folder; a paper's page shows its own rows, so both read the same numbers.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from gflkit.notebooks import REPO
+
+DOCS = REPO / "docs"
+RESULTS = DOCS / "results"
+VERDICTS = ("reproduced", "not reproduced", "inconclusive")
+# the benchmark decides "the headline method beats every baseline" per setting instead of claims.csv
+CLAIMS_FILES = ("claims.csv", "headline_vs_best_baseline.csv")
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of the report: ``name`` (docs/papers/<name>.md), its title, the notebooks it reports, whether it
+    reports a paper's claims (then it must show a claims table) and whether an archived notebook gives it
+    figures (then it must show one)."""
+
+    name: str
+    title: str
+    notebooks: tuple[str, ...]
+    claims: bool = True
+    figures: bool = True
+
+    @property
+    def html(self) -> str:
+        """The page's path in the built site."""
+        return f"papers/{self.name}.html"
+
+    def folders(self, results: Path = RESULTS) -> list[Path]:
+        """The committed result folders of this page's notebooks, best budget first (paper before ci)."""
+        found = [path for path in results.iterdir() if path.is_dir() and _notebook_of(path.name) in self.notebooks]
+        return sorted(found, key=lambda path: (_budget_rank(path.name), path.name))
+
+
+PAGES: tuple[Page, ...] = (
+    Page("quickstart", "Quickstart", ("quickstart",)),
+    Page("fedska", "FedSKA", ("fedska",)),
+    Page("sfl", "SFL", ("sfl",)),
+    Page("jgesr", "JGESR", ("jgesr",)),
+    # no archived notebook yet: `gflkit archive fedcg:ci` adds it (then figures=True)
+    Page("fedcg", "FedCG", ("fedcg",), figures=False),
+    Page("fedvgae", "FedVGAE", ("fedvgae",)),
+    Page("benchmark", "Benchmark", ("benchmark",)),
+    Page("engine", "Engine and Flower", ("flower",), claims=False, figures=False),
+)
+NOTEBOOKS = sorted({notebook for page in PAGES for notebook in page.notebooks}, key=len, reverse=True)
+
+
+def _notebook_of(folder: str) -> str:
+    """The notebook of a result folder ``<notebook>_<profile>`` (profiles may contain ``_``)."""
+    for notebook in NOTEBOOKS:
+        if folder.startswith(notebook + "_"):
+            return notebook
+    return folder.split("_")[0]
+
+
+def profile_of(folder: str) -> str:
+    """The profile part of a result folder's name, e.g. ``paper_gpu`` for ``sfl_paper_gpu``."""
+    return folder[len(_notebook_of(folder)) + 1:]
+
+
+def _budget_rank(folder: str) -> int:
+    profile = profile_of(folder)
+    return 0 if profile.startswith("paper") else 1 if profile == "ci" else 2
+
+
+def page_of(folder: str) -> Page:
+    """The page that reports result folder ``folder``."""
+    notebook = _notebook_of(folder)
+    for page in PAGES:
+        if notebook in page.notebooks:
+            return page
+    raise KeyError(f"result folder {folder!r} belongs to no report page; add its notebook to gflkit/report/pages.py")
+
+
+def claims_file(folder: Path) -> Path | None:
+    """The CSV of ``folder`` whose rows are verdicts, or None."""
+    return next((folder / name for name in CLAIMS_FILES if (folder / name).exists()), None)
+
+
+def verdict_column(frame: pd.DataFrame) -> str:
+    """The column of a claims CSV that holds the verdicts."""
+    return next(column for column in frame.columns if column.startswith("verdict"))
+
+
+def verdict_counts(folder: Path) -> Counter[str]:
+    """How many claims of ``folder`` are reproduced, not reproduced, inconclusive (and any other verdict)."""
+    path = claims_file(folder)
+    if path is None:
+        return Counter()
+    frame = pd.read_csv(path)
+    return Counter(frame[verdict_column(frame)].astype(str))
+
+
+def mean_paper_gap(folder: Path) -> tuple[float, int] | None:
+    """Mean absolute difference measured − paper over the cells of ``folder``'s paper-vs-measured CSVs that have both numbers,
+    and how many cells; None when it has no such CSV or cell."""
+    gaps = []
+    for path in sorted(folder.glob("*paper_vs_measured.csv")):
+        frame = pd.read_csv(path)
+        both = frame.dropna(subset=["measured", "paper"])
+        gaps.extend((both["measured"] - both["paper"]).abs())
+    return (sum(gaps) / len(gaps), len(gaps)) if gaps else None
+
+
+def seeds(folder: Path) -> int | None:
+    """The largest number of distinct seeds in a CSV of ``folder`` with a ``seed`` column, or None."""
+    counts = []
+    for path in folder.glob("*.csv"):
+        header = pd.read_csv(path, nrows=0).columns
+        if "seed" in header:
+            counts.append(pd.read_csv(path, usecols=["seed"])["seed"].nunique())
+    return max(counts) if counts else None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One row of the landing page: a result folder at a glance."""
+
+    folder: str
+    page: str
+    profile: str
+    seeds: int | None
+    gap: tuple[float, int] | None
+    verdicts: Counter[str]
+    notebook: Path | None
+
+    @property
+    def other_verdicts(self) -> int:
+        """Claims whose verdict is none of the three (e.g. "not run")."""
+        return sum(count for verdict, count in self.verdicts.items() if verdict not in VERDICTS)
+
+
+def summarize(folder: Path) -> Summary:
+    """The landing page's row for ``folder`` (see the module docstring)."""
+    notebook = folder / f"{_notebook_of(folder.name)}.ipynb"
+    return Summary(folder.name, page_of(folder.name).name, profile_of(folder.name), seeds(folder),
+                   mean_paper_gap(folder), verdict_counts(folder), notebook if notebook.exists() else None)
+
+
+def all_summaries(results: Path = RESULTS) -> list[Summary]:
+    """The rows of every committed result folder, page by page in :data:`PAGES` order."""
+    return [summarize(folder) for page in PAGES for folder in page.folders(results)]

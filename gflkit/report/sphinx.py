@@ -1,0 +1,199 @@
+"""Sphinx directives that put the committed CSVs and the archived notebooks' figures on the report's pages.
+
+Every number these directives show is read from ``docs/results/`` when the site is built, so a page and the
+CSVs cannot disagree:
+
+* ``gflkit-summary`` (optional argument: a page name) — the landing table (:mod:`gflkit.report.pages`):
+  per result folder, its profile, seeds, mean absolute difference ours − paper and verdict counts, linking to its page;
+* ``gflkit-claims FOLDER`` — a folder's claims CSV, the verdict of each claim as a coloured badge;
+* ``gflkit-paper-vs-measured FOLDER`` — each paper-vs-measured CSV of a folder, folded, with its mean gap;
+* ``gflkit-figures FOLDER`` — every figure the folder's archived notebook drew, captioned with the file name
+  the notebook saved it under.
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from docutils import nodes
+from docutils.parsers.rst import Directive
+
+from gflkit.report.pages import (PAGES, VERDICTS, Summary, all_summaries, claims_file, summarize,
+                                 verdict_column)
+
+SAVED_FIGURE = re.compile(r"save_figure\([^,]+,\s*results\s*/\s*(?:f?\"([^\"]+)\"|f?'([^']+)')")
+
+
+def _raw(markup: str) -> list[nodes.Node]:
+    return [nodes.raw("", markup, format="html")]
+
+
+def _badge(verdict: str) -> str:
+    css = verdict.replace(" ", "-") if verdict in VERDICTS else "other"
+    return f'<span class="gflkit-verdict gflkit-{css}">{html.escape(verdict)}</span>'
+
+
+def _html_table(frame: pd.DataFrame, classes: str = "gflkit-table", html_columns: tuple[str, ...] = ()) -> str:
+    head = "".join(f"<th>{column if column in html_columns else html.escape(_label(column))}</th>"
+                   for column in frame.columns)
+    rows = []
+    for _, row in frame.iterrows():
+        cells = "".join(f"<td>{value if column in html_columns else html.escape(_text(value))}</td>"
+                        for column, value in row.items())
+        rows.append(f"<tr>{cells}</tr>")
+    return (f'<div class="gflkit-scroll"><table class="{classes}"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def _label(column: Any) -> str:
+    return "" if str(column).startswith("Unnamed: ") else str(column)  # a CSV's unnamed index column
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "—"
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+class _FolderDirective(Directive):
+    """A directive whose argument names something under ``docs/results/`` (the ``results`` folder beside
+    the Sphinx source's pages)."""
+
+    required_arguments = 1
+
+    def path(self, relative: str) -> Path:
+        env = self.state.document.settings.env
+        path = Path(env.srcdir) / "results" / relative
+        if not path.exists():
+            raise self.error(f"{self.name}: {path} does not exist (is the result folder committed?)")
+        env.note_dependency(str(path))
+        return path
+
+
+class SummaryDirective(Directive):
+    """The landing table: one row per committed result folder (of one page when a page name is given)."""
+
+    optional_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        env = self.state.document.settings.env
+        results = Path(env.srcdir) / "results"
+        rows = [row for row in all_summaries(results) if not self.arguments or row.page == self.arguments[0]]
+        if not rows:
+            raise self.error(f"gflkit-summary: no result folder for page {self.arguments}")
+        for folder in results.iterdir():
+            env.note_dependency(str(folder))
+        frame = pd.DataFrame([_summary_row(row, env.docname) for row in rows])
+        return _raw(_html_table(frame, classes="gflkit-table gflkit-summary",
+                                html_columns=("paper", *(_badge(v) for v in VERDICTS))))
+
+
+def _summary_row(row: Summary, docname: str) -> dict[str, Any]:
+    link = "../" * docname.count("/") + f"papers/{row.page}.html"
+    title = next(page.title for page in PAGES if page.name == row.page)
+    gap = f"{row.gap[0]:.2f} ({row.gap[1]} cells)" if row.gap else "—"
+    counts = {_badge(verdict): _count(verdict, row.verdicts[verdict]) for verdict in VERDICTS}
+    return {"paper": f'<a href="{link}">{html.escape(title)}</a>', "result folder": row.folder,
+            "profile": row.profile, "seeds": row.seeds or "—", "mean |ours − paper|": gap, **counts,
+            "other (not run)": row.other_verdicts}
+
+
+def _count(verdict: str, count: int) -> str:
+    css = verdict.replace(" ", "-")
+    return f'<span class="gflkit-count gflkit-{css}-count">{count}</span>' if count else "0"
+
+
+class ClaimsDirective(_FolderDirective):
+    """A folder's claims with their verdicts as badges."""
+
+    def run(self) -> list[nodes.Node]:
+        folder = self.path(self.arguments[0])
+        path = claims_file(folder)
+        if path is None:
+            raise self.error(f"gflkit-claims: {folder} has no claims CSV")
+        self.state.document.settings.env.note_dependency(str(path))
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        frame = frame.drop(columns=["profile"], errors="ignore")  # the folder's name says it
+        column = verdict_column(frame)
+        frame[column] = frame[column].map(_badge)
+        listed = [c for c in ("difference", "interval", "evidence") if c in frame.columns]
+        for name in listed:  # one line per setting of a multi-part claim
+            frame[name] = frame[name].map(lambda text: html.escape(text).replace("; ", "<br>"))
+        counts = summarize(folder).verdicts
+        caption = (f"<p class=\"gflkit-caption\">{html.escape(path.name)} of <code>docs/results/{folder.name}</code>: "
+                   + ", ".join(f"{count} {verdict}" for verdict, count in counts.most_common()) + "</p>")
+        return _raw(caption + _html_table(frame, classes="gflkit-table gflkit-claims",
+                                          html_columns=(column, *listed)))
+
+
+class PaperVsMeasuredDirective(_FolderDirective):
+    """Each ``*paper_vs_measured.csv`` of a folder as a folded table (two decimals), with its mean gap."""
+
+    def run(self) -> list[nodes.Node]:
+        folder = self.path(self.arguments[0])
+        paths = sorted(folder.glob("*paper_vs_measured.csv"))
+        if not paths:
+            raise self.error(f"gflkit-paper-vs-measured: {folder} has no *paper_vs_measured.csv")
+        parts = []
+        for path in paths:
+            self.state.document.settings.env.note_dependency(str(path))
+            frame = pd.read_csv(path)
+            both = frame.dropna(subset=["measured", "paper"])
+            gap = (both["measured"] - both["paper"]).abs().mean() if len(both) else float("nan")
+            parts.append(f"<details><summary><code>docs/results/{folder.name}/{path.name}</code>: {len(frame)} rows, "
+                         f"mean |ours − paper| {_text(gap)} over {len(both)} cells with a paper number</summary>"
+                         f"{_html_table(frame)}</details>")
+        return _raw("".join(parts))
+
+
+class FiguresDirective(_FolderDirective):
+    """Every figure of a folder's archived notebook, in the order the notebook drew them."""
+
+    def run(self) -> list[nodes.Node]:
+        folder = self.path(self.arguments[0])
+        notebook = summarize(folder).notebook
+        if notebook is None:
+            raise self.error(f"gflkit-figures: {folder} has no archived notebook (run `gflkit archive`)")
+        figures = notebook_figures(json.loads(notebook.read_text()))
+        if not figures:
+            raise self.error(f"gflkit-figures: the archived {notebook.name} in {folder} drew no figure")
+        return _raw("".join(f'<figure class="gflkit-figure"><img alt="{html.escape(caption)}" '
+                            f'src="data:image/png;base64,{png}"><figcaption>{html.escape(caption)}</figcaption></figure>'
+                            for caption, png in figures))
+
+
+def notebook_figures(notebook: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(caption, base64 PNG)`` of every figure a notebook's outputs hold; the caption names the file a
+    figure was saved under (in cell order), else the cell."""
+    figures = []
+    for index, cell in enumerate(notebook["cells"]):
+        pngs = [output["data"]["image/png"] for output in cell.get("outputs", []) if "image/png" in output.get("data", {})]
+        names = [a or b for a, b in SAVED_FIGURE.findall("".join(cell.get("source", "")))]
+        for i, png in enumerate(pngs):
+            caption = names[i] if i < len(names) else f"figure {i + 1} of cell {index}"
+            figures.append((caption, "".join(png) if isinstance(png, list) else png.strip()))
+    return figures
+
+
+def drop_unreadable_sources(app: Any) -> list[Any]:
+    """Forget the modules whose source viewcode could not read (e.g. ``builtins``) before it writes its pages:
+    its index would otherwise link to a source page it never writes."""
+    modules = getattr(app.env, "_viewcode_modules", None) or {}
+    for name in [name for name, entry in modules.items() if not entry]:
+        del modules[name]
+    return []
+
+
+def setup(app: Any) -> dict[str, Any]:
+    """Register the directives, the report's style sheet and the viewcode fix."""
+    app.add_directive("gflkit-summary", SummaryDirective)
+    app.add_directive("gflkit-claims", ClaimsDirective)
+    app.add_directive("gflkit-paper-vs-measured", PaperVsMeasuredDirective)
+    app.add_directive("gflkit-figures", FiguresDirective)
+    app.add_css_file("gflkit.css")
+    app.connect("html-collect-pages", drop_unreadable_sources, priority=400)  # before viewcode's (500)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

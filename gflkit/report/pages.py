@@ -50,8 +50,7 @@ PAGES: tuple[Page, ...] = (
     Page("fedska", "FedSKA", ("fedska",)),
     Page("sfl", "SFL", ("sfl",)),
     Page("jgesr", "JGESR", ("jgesr",)),
-    # no archived notebook yet: `gflkit archive fedcg:ci` adds it (then figures=True)
-    Page("fedcg", "FedCG", ("fedcg",), figures=False),
+    Page("fedcg", "FedCG", ("fedcg",)),
     Page("fedvgae", "FedVGAE", ("fedvgae",)),
     Page("benchmark", "Benchmark", ("benchmark",)),
     Page("engine", "Engine and Flower", ("flower",), claims=False, figures=False),

@@ -31,6 +31,7 @@ from gflkit.data.subgraphs import PARTITIONERS, ClientGraph, make_subgraph_clien
 from gflkit.engine import Checkpoint, Schedule, run_rounds
 from gflkit.federation import LOCAL_TRAINING, Federation, GraphFederation
 from gflkit.models import MODELS, build_model
+from gflkit.models.base import FeatureModel
 from gflkit.results import ResultStore
 from gflkit.seeding import HELD_OUT_CLIENTS, MODEL_INIT, derive_seed
 from gflkit.tasks import GRAPH_TASKS, TASKS, build_task
@@ -367,14 +368,30 @@ def build_federation(
     return fed
 
 
+def sample_dataset(config: RunConfig, data_root: str | Path | None = None) -> SampleDataset:
+    """The sample dataset of ``config`` with its ``data_options`` (loaded once per process)."""
+    options = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.data_options.items()))
+    return _cached_dataset(config.dataset, None if data_root is None else str(data_root), options)  # hashable
+
+
+def initial_model(config: RunConfig, input_shape: Sequence[int], num_classes: int) -> FeatureModel:
+    """``config``'s model for inputs of ``input_shape`` and ``num_classes`` outputs, with the run's seeded
+    initial weights (every copy of a run — the engine's, a Flower server's or node's — builds the same)."""
+    torch.manual_seed(derive_seed(config.seed, MODEL_INIT))
+    return build_model(config.model, tuple(input_shape), num_classes, **config.model_options)
+
+
+def release_datasets() -> None:
+    """Forget the sample datasets loaded by :func:`sample_dataset` (a process that keeps only one client's part)."""
+    _cached_dataset.cache_clear()
+
+
 def _build_federation(config: RunConfig, data_root: str | Path | None, device: str | torch.device) -> Federation:
     if config.is_graph:
         return build_graph_federation(config, data_root, device)
-    options = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.data_options.items()))
-    data = _cached_dataset(config.dataset, None if data_root is None else str(data_root), options)  # hashable
+    data = sample_dataset(config, data_root)
     split = client_split(data, config)
-    torch.manual_seed(derive_seed(config.seed, MODEL_INIT))
-    model = build_model(config.model, data.input_shape, data.num_classes, **config.model_options)
+    model = initial_model(config, data.input_shape, data.num_classes)
     return Federation(
         data.x, data.y, split.train, split.test, model,
         build_task(config.task, **{**data.info.get("task_options", {}), **config.task_options}),

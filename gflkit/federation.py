@@ -28,6 +28,7 @@ from gflkit.channel import Channel
 from gflkit.models.base import FeatureModel
 from gflkit.seeding import TORCH_GLOBAL, derive_seed, generator, seed_global_rng
 from gflkit.state import FlatModule, Layout
+from gflkit.data.partition import label_counts
 from gflkit.data.subgraphs import ClientGraph
 from gflkit.tasks import GraphTask, Task, add_sums
 from gflkit.training import Batch, LossTerm, TrainConfig, local_sgd, make_optimizer, minibatches
@@ -73,6 +74,7 @@ class Federation:
         client_chunk: how many clients one batched step holds (None: as many as fit a memory budget).
         training_paths: the paths local training took since the engine last emptied it
             (``"batched"`` / ``"sequential"``), for the run's records.
+        own_client: the one client whose samples this copy holds after :meth:`keep_only` (None: all).
 
     :type model: ~gflkit.models.base.FeatureModel
     """
@@ -133,6 +135,7 @@ class Federation:
         self.eval_batch_size = eval_batch_size
         self.client_graph: Tensor | None = None
         self.held_out = torch.zeros(num_clients, dtype=torch.bool)
+        self.own_client: int | None = None  # set by keep_only
         self.flat = FlatModule(model.to(self.device))
         self._reference = FlatModule(copy.deepcopy(self.flat.module))  # second working module (representations)
         self.initial = self.flat.vector.detach().clone()
@@ -168,6 +171,30 @@ class Federation:
     def layout(self) -> Layout:
         """Where each named tensor of the model sits in a model vector."""
         return self.flat.layout
+
+    def holds_data(self, client: int) -> bool:
+        """Whether this copy of the federation holds ``client``'s samples (all of them, unless
+        :meth:`keep_only` dropped the others, as a node of a deployment does)."""
+        return self.own_client in (None, client)
+
+    def keep_only(self, client: int) -> None:
+        """Drop every other client's samples: what the node of ``client`` holds in a deployment.
+
+        Everything but the data is unchanged (the ``K × d`` state, counts, held-out mask); the other
+        clients' splits become empty, so nothing of theirs can reach ``client``'s step.
+        """
+        own = torch.cat([self.train_indices[client], self.test_indices[client]])
+        num_train = len(self.train_indices[client])
+        self.x, self.y = self.x[own], self.y[own]
+        positions = torch.arange(len(own), device=self.device)
+        empty = positions[:0]
+        self.train_indices = [positions[:num_train] if k == client else empty for k in range(self.num_clients)]
+        self.test_indices = [positions[num_train:] if k == client else empty for k in range(self.num_clients)]
+        self.own_client = client
+
+    def train_label_counts(self) -> Tensor:
+        """The ``K × C`` label counts of the clients' train splits (a label-sharing graph's side information)."""
+        return label_counts(self.y, self.train_indices, int(self.y.max()) + 1)
 
     def _indices(self, client: int, split: str) -> Tensor:
         splits = {"train": self.train_indices, "test": self.test_indices}
@@ -422,3 +449,53 @@ class GraphFederation(Federation):
         if generator is not None:
             targets = self.task.training_targets(targets, self.num_nodes[client], generator)
         yield Batch(graph, targets)
+
+
+class ServerFederation(Federation):
+    """The federation as a server of a deployment holds it: the clients' counts and the ``K × d`` state,
+    no sample of any client.
+
+    Built from what the clients report (sample counts, held-out flags, and — the side information a
+    label-sharing graph needs — their train-label counts); everything an algorithm's ``configure`` /
+    ``aggregate`` reads is there, and anything that would touch a client's samples raises.
+
+    Args:
+        num_train, num_test: per client, its train and test sample counts.
+        model: the working module, initialised as every client's (the run's seeded initial model).
+        train_config, seed, device, channel: as :class:`Federation`.
+        held_out: the ``(K,)`` boolean mask of unseen test clients (none by default).
+        label_counts: the ``K × C`` train-label counts, or None when the clients reported none.
+
+    :type model: ~gflkit.models.base.FeatureModel
+    """
+
+    def __init__(self, num_train: Sequence[int], num_test: Sequence[int], model: FeatureModel,
+                 train_config: TrainConfig, seed: int = 0, device: torch.device | str = "cpu",
+                 channel: Channel = Channel(), held_out: Tensor | None = None, label_counts: Tensor | None = None):
+        self.device = torch.device(device)
+        self._setup(len(num_train), model, None, train_config, seed, eval_batch_size=0, channel=channel,
+                    num_train=num_train, num_test=num_test)
+        if held_out is not None:
+            self.held_out = held_out.cpu().bool()
+        self.label_counts = label_counts
+
+    def holds_data(self, client: int) -> bool:
+        """Never: the server holds no client's samples."""
+        return False
+
+    def train_label_counts(self) -> Tensor:
+        """The label counts the clients reported (a ``ValueError`` if they reported none)."""
+        if self.label_counts is None:
+            raise ValueError("the server has no label counts: its clients reported none (a classification "
+                             "task reports them)")
+        return self.label_counts.to(self.device)
+
+    def batches(self, client: int, split: str, generator: torch.Generator | None = None,
+                batch_size: int | None = None) -> Iterator[Batch]:
+        """Refused: the server holds no client data."""
+        raise RuntimeError(f"the server holds no client data (asked for client {client}'s {split!r} split): "
+                           "what a server step needs must come from the clients in messages")
+
+    def client_data(self, client: int, split: str = "train") -> tuple[Tensor, Tensor]:
+        """Refused: the server holds no client data."""
+        return next(self.batches(client, split))

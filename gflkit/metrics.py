@@ -23,7 +23,6 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import average_precision_score, roc_auc_score
 from torch import Tensor
 
 SUMMARY_COLUMNS = ("mean", "weighted_mean", "best5", "worst5", "std")
@@ -65,6 +64,8 @@ def roc_auc(scores: Tensor, labels: Tensor) -> float:
     pair. NaN when ``labels`` hold a single class (e.g. a client without held-out edges).
     """
     pair = _scores_and_labels(scores, labels)
+    from sklearn.metrics import roc_auc_score  # scikit-learn takes a second to import; only link scores need it
+
     return math.nan if pair is None else 100.0 * float(roc_auc_score(pair[1], pair[0]))
 
 
@@ -75,6 +76,8 @@ def average_precision(scores: Tensor, labels: Tensor) -> float:
     recall :math:`R_n` at the n-th threshold. NaN when ``labels`` hold a single class.
     """
     pair = _scores_and_labels(scores, labels)
+    from sklearn.metrics import average_precision_score
+
     return math.nan if pair is None else 100.0 * float(average_precision_score(pair[1], pair[0]))
 
 

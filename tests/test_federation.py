@@ -62,3 +62,28 @@ def test_client_metrics_equal_that_clients_entry_of_evaluate(federation):
         everyone = federation.evaluate(trained, split=split)
         for client in range(federation.num_clients):
             assert federation.client_metrics(client, trained, split) == everyone[client]
+
+
+def test_keep_only_leaves_one_clients_samples_and_the_same_client_step():
+    full, kept = make_federation(), make_federation()
+    kept.keep_only(2)
+    assert len(kept.x) == len(full.train_indices[2]) + len(full.test_indices[2])
+    assert [len(i) for i in kept.train_indices] == [0, 0, len(full.train_indices[2]), 0]
+    assert kept.holds_data(2) and not kept.holds_data(0) and full.holds_data(0)
+    torch.testing.assert_close(kept.train(2, round=1, start=kept.initial).vector,
+                               full.train(2, round=1, start=full.initial).vector, rtol=0, atol=0)
+    assert kept.client_metrics(2, kept.initial, "test") == full.client_metrics(2, full.initial, "test")
+
+
+def test_server_federation_holds_counts_and_state_but_no_samples():
+    from gflkit.federation import ServerFederation
+
+    full = make_federation()
+    server = ServerFederation(full.num_train.tolist(), full.num_test.tolist(), build_model("mclr", (2, 4, 4), 3),
+                              full.train_config, label_counts=full.train_label_counts())
+    assert server.models.shape == full.models.shape and server.num_train.tolist() == full.num_train.tolist()
+    assert torch.equal(server.train_label_counts(), full.train_label_counts()) and not server.holds_data(0)
+    with pytest.raises(RuntimeError, match="the server holds no client data"):
+        server.client_metrics(0, server.initial, "train")
+    with pytest.raises(ValueError, match="reported none"):
+        ServerFederation([3], [1], build_model("mclr", (2, 4, 4), 3), full.train_config).train_label_counts()

@@ -147,15 +147,15 @@ def test_archive_writes_nothing_when_the_notebook_fails(tmp_path, monkeypatch):
 
     monkeypatch.setattr("gflkit.notebooks.execute", failing)
     with pytest.raises(NotebookError):
-        archive_module.archive(Archived("quickstart", "ci", "quickstart"), tmp_path / "results", tmp_path / "docs")
+        archive_module.archive(Archived("quickstart", "ci"), tmp_path / "results", tmp_path / "docs")
     assert not (tmp_path / "docs").exists()
 
 
 def test_archive_entries_name_existing_notebooks_and_pages():
     names = {page.name for page in PAGES}
     for archived in ARCHIVE:
-        assert (Path("notebooks") / f"{archived.name}.ipynb").exists() and archived.page in names
-        assert page_of(archived.folder).name == archived.page
+        assert (Path("notebooks") / f"{archived.name}.ipynb").exists()
+        assert page_of(archived.folder).name in names  # a KeyError when no page reports the folder
 
 
 # --- the committed archive -----------------------------------------------------------------------------------

@@ -93,9 +93,9 @@ class IFCA(Algorithm):
         for cluster in range(1, self.params.num_clusters):
             models.append(reinitialised(fed.flat.module, derive_seed(fed.seed, MODEL_INIT, cluster)))
         self.cluster_models = torch.stack(models)
-        self.assignments = torch.tensor(
-            [self.choose_cluster(fed, k) for k in range(fed.num_clients)], dtype=torch.long, device=fed.device
-        )
+        # a copy without a client's data (a Flower server) learns that client's choice from the client
+        choices = [self.choose_cluster(fed, k) if fed.holds_data(k) else 0 for k in range(fed.num_clients)]
+        self.assignments = torch.tensor(choices, dtype=torch.long, device=fed.device)
 
     def choose_cluster(self, fed: Federation, client: int) -> int:
         """:math:`\\arg\\min_c` of the training loss of cluster model ``c`` on ``client``'s train split."""

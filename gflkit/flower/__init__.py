@@ -20,12 +20,13 @@ tolerance (minibatch order and dropout are seeded by ``(seed, round, client, str
 in which Flower runs clients). Supported methods: :func:`supported_methods`; any other method fails with a
 one-line :class:`UnsupportedMethod` (FedSKA's server needs extra gradient round trips per round).
 
-* :class:`GflkitStrategy` and :func:`make_server_app`: the server side;
-* :func:`make_client_app`: the client side;
+* :mod:`gflkit.flower.app`: the app ``flwr run`` starts (``flower_app/`` is its template project): the
+  ServerApp and ClientApp read the run from Flower's run config and node config;
+* :class:`GflkitStrategy` and :func:`make_server_app`: the server side for a config given in Python;
+* :func:`make_client_app`: the client side (a node holds only its own partition);
 * :func:`run_flower`: both in Flower's Simulation Runtime in this process (:func:`run_inprocess`: no
-  Ray, for tests and notebooks). The two apps are ordinary Flower apps, meant for
-  ``flwr.simulation.run_simulation`` (Ray) or a deployment too; only the in-process runtime is exercised
-  by the tests.
+  Ray, for tests and notebooks). It drives Flower internals, so it is imported on first use and fails
+  in one line, pointing to ``flwr run``, on a flwr without them; nothing else here uses them.
 """
 try:
     import flwr  # noqa: F401
@@ -34,8 +35,19 @@ except ImportError as error:  # pragma: no cover - the extra is part of make set
 
 from gflkit.flower.client import make_client_app  # noqa: E402
 from gflkit.flower.methods import UnsupportedMethod, check_method, supported_methods  # noqa: E402
-from gflkit.flower.simulation import FlowerRun, InProcessBackend, run_flower, run_inprocess  # noqa: E402
-from gflkit.flower.strategy import GflkitStrategy, make_server_app  # noqa: E402
+from gflkit.flower.strategy import GflkitStrategy, make_server_app, run_strategy  # noqa: E402
+
+_SIMULATION = ("FlowerRun", "InProcessBackend", "run_flower", "run_inprocess")
+
+
+def __getattr__(name: str):
+    """The in-process runtime's names, imported on first use (:mod:`gflkit.flower.simulation`)."""
+    if name in _SIMULATION:
+        from gflkit.flower import simulation
+
+        return getattr(simulation, name)
+    raise AttributeError(f"module 'gflkit.flower' has no attribute {name!r}")
+
 
 __all__ = ["FlowerRun", "GflkitStrategy", "InProcessBackend", "UnsupportedMethod", "check_method",
-           "make_client_app", "make_server_app", "run_flower", "run_inprocess", "supported_methods"]
+           "make_client_app", "make_server_app", "run_flower", "run_inprocess", "run_strategy", "supported_methods"]

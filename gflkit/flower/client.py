@@ -23,10 +23,19 @@ Flower ↔ gflkit on the client:
 * an **evaluate** message carries ``Split.evaluation_slots``; the client rebuilds the model the server
   holds for it (``algorithm.evaluation_models``) and scores it and its last trained model on its own
   evaluation splits (gflkit's ``"server"`` and ``"local"`` protocols);
-* a **query** message (the strategy's handshake) is answered with the node's partition id.
+* a **query** message (the strategy's handshake) is answered with the node's
+  :class:`~gflkit.flower.replica.ClientProfile` (its partition id, sample counts, what the server needs
+  to build its own copy without any client data).
+
+The node holds only its own partition (:func:`~gflkit.flower.replica.node_replica`). The run is the one
+:func:`make_client_app` was given, or — the app ``flwr run`` starts (:mod:`gflkit.flower.app`) — the one
+of the run's ``Context.run_config`` (:mod:`gflkit.flower.run_config`). The node's ``node_config`` gives
+``partition-id`` (its client), ``num-partitions`` (checked against the run's clients) and optionally
+``data-root`` (else ``$GFLKIT_DATA``).
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -37,8 +46,8 @@ from torch import Tensor
 
 from gflkit.engine import merge_splits
 from gflkit.experiment import RunConfig
-from gflkit.flower.methods import check_method
-from gflkit.flower.replica import Replica, client_replica, from_record, to_record
+from gflkit.flower.replica import ClientProfile, Replica, cached_node_replica, check_config, from_record, to_record
+from gflkit.flower.run_config import settings_from_run_config
 
 #: keys of the records a message carries
 DOWN, UP, CONFIG, METRICS = "gflkit.down", "gflkit.up", "config", "metrics"
@@ -54,6 +63,20 @@ def partition_id(context: Context) -> int:
         raise ValueError("gflkit.flower: the node has no 'partition-id' in its node_config (start the SuperNode "
                          "with --node-config \"partition-id=<k> num-partitions=<K>\")")
     return int(context.node_config["partition-id"])
+
+
+def node_data_root(context: Context, default: str | Path | None = None) -> str | Path | None:
+    """The node's data root: ``data-root`` of its node_config, else ``default``, else ``$GFLKIT_DATA``."""
+    return context.node_config.get("data-root") or default or os.environ.get("GFLKIT_DATA") or None
+
+
+def check_partitions(context: Context, profile: ClientProfile) -> None:
+    """The node's ``num-partitions`` (when given) must be the run's number of clients."""
+    given = context.node_config.get("num-partitions")
+    if given is not None and int(given) != profile.num_clients:
+        raise ValueError(f"gflkit.flower: the node was started with num-partitions={given} but the run has "
+                         f"{profile.num_clients} clients; start the SuperNodes with num-partitions="
+                         f"{profile.num_clients}")
 
 
 def _kept_state(context: Context) -> dict[str, Tensor]:
@@ -139,37 +162,49 @@ def evaluate_client(replica: Replica, message: Message, context: Context) -> Mes
     return Message(RecordDict({METRICS: MetricRecord(metrics)}), reply_to=message)
 
 
-def make_client_app(config: RunConfig, data_root: str | Path | None = None, device: str | torch.device = "auto",
-                    local_training: str | None = None, mods: Sequence = ()) -> ClientApp:
-    """A Flower ``ClientApp`` running ``config``'s method on the node's partition (module docstring).
+def make_client_app(config: RunConfig | None = None, data_root: str | Path | None = None,
+                    device: str | torch.device | None = None, local_training: str | None = None,
+                    mods: Sequence = ()) -> ClientApp:
+    """A Flower ``ClientApp`` running a gflkit method on the node's own partition (module docstring).
 
-    ``data_root``, ``device`` and ``local_training`` are :func:`~gflkit.experiment.build_federation`'s;
-    ``mods`` are Flower client mods wrapped around every message (e.g. to log what a node receives).
-    The run's data and set-up are built once per process, on the first message. Raises
-    :class:`~gflkit.flower.methods.UnsupportedMethod` (one line) for a method this adapter does not run.
+    ``config``: the run; None reads it from the run's ``Context.run_config`` (as :mod:`gflkit.flower.app`).
+    ``data_root`` (else the node's ``data-root``, else ``$GFLKIT_DATA``), ``device`` (None: the run
+    config's, else ``"auto"``) and ``local_training`` are :func:`~gflkit.experiment.build_federation`'s;
+    ``mods`` are Flower client mods wrapped around every message. The node's copy of the run is built
+    once per process, on its first message. Raises :class:`~gflkit.flower.methods.UnsupportedMethod`
+    (one line) for a method this adapter does not run.
     """
-    check_method(config.method)
+    if config is not None:
+        check_config(config)
     app = ClientApp(mods=list(mods))
 
-    def replica() -> Replica:
-        return client_replica(config, data_root, device, local_training)
+    def node(context: Context) -> tuple[Replica, ClientProfile]:
+        run, run_device = config, device
+        if run is None:
+            settings = settings_from_run_config(context.run_config)
+            run, run_device = settings.config, device or settings.device
+        replica, profile = cached_node_replica(run, partition_id(context), node_data_root(context, data_root),
+                                               run_device or "auto", local_training)
+        check_partitions(context, profile)
+        return replica, profile
 
     @app.train()
     def train(message: Message, context: Context) -> Message:
         """The method's client step on this node's partition (:func:`train_client`)."""
-        return train_client(replica(), message, context)
+        return train_client(node(context)[0], message, context)
 
     @app.evaluate()
     def evaluate(message: Message, context: Context) -> Message:
         """This node's scores under both protocols (:func:`evaluate_client`)."""
-        return evaluate_client(replica(), message, context)
+        return evaluate_client(node(context)[0], message, context)
 
     @app.query()
     def query(message: Message, context: Context) -> Message:
-        """The strategy's handshake: this node's partition id."""
-        return Message(RecordDict({METRICS: MetricRecord({"partition-id": partition_id(context)})}), reply_to=message)
+        """The strategy's handshake: this node's :class:`~gflkit.flower.replica.ClientProfile`."""
+        return Message(node(context)[1].to_record(), reply_to=message)
 
     return app
 
 
-__all__ = ["STATE", "evaluate_client", "make_client_app", "partition_id", "train_client"]
+__all__ = ["STATE", "check_partitions", "evaluate_client", "make_client_app", "node_data_root", "partition_id",
+           "train_client"]

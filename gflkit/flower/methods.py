@@ -57,11 +57,11 @@ class Slot:
         return fed if self.owner == "fed" else algorithm
 
     def get(self, fed: Federation, algorithm: Algorithm, client: int) -> Tensor | None:
-        """The slot's value for ``client`` (None when the attribute is None)."""
+        """The slot's value for ``client`` (None when the attribute, or client's entry of a dict, is absent)."""
         value = getattr(self._holder(fed, algorithm), self.name)
-        if value is None:
-            return None
-        return value[client] if self.per_client else value
+        if value is None or not self.per_client:
+            return value
+        return value.get(client) if isinstance(value, dict) else value[client]
 
     def set(self, fed: Federation, algorithm: Algorithm, client: int, value: Tensor) -> None:
         """Write ``value`` into the slot for ``client`` (on ``fed.device``)."""

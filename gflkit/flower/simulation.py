@@ -14,10 +14,11 @@ processes, too much for CI. :func:`run_inprocess` runs the *same* runtime with t
   :class:`InProcessBackend`, which calls the ClientApp in this process where the Ray backend would call
   it in an actor — one message at a time, in the order the runtime pulls them.
 
-These are internal modules of flwr 1.42 (hence the ``flwr~=1.42.0`` pin of the ``flower`` extra); the
-ServerApp and ClientApp themselves are plain Flower apps, meant to run unchanged under ``run_simulation``
-with Ray or in a deployment (``flower-superlink`` / ``flower-supernode``); those paths are not exercised by
-the tests.
+These are Flower internals (verified on the flwr versions the ``flower`` extra allows); this module is
+the only one of :mod:`gflkit.flower` that uses them, it is imported on first use, and on a flwr without
+them it fails in one line pointing to ``flwr run``. The ServerApp and ClientApp are plain Flower apps:
+``tests/test_flower_app.py`` runs them with ``flwr run`` on Flower's simulation runtime (Ray) and on a
+SuperLink with SuperNodes.
 """
 from __future__ import annotations
 
@@ -34,29 +35,37 @@ import pandas as pd
 import torch
 from flwr.app import Context, Message, RecordDict
 from flwr.clientapp import ClientApp
-from flwr.clientapp.client_app import ClientAppException
-from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID, TASK_ID_NUM_BYTES
-from flwr.proto.task_pb2 import Task  # pylint: disable=no-name-in-module
-from flwr.server.run_serverapp import run as run_serverapp
-from flwr.server.superlink.fleet.vce.backend import Backend
-from flwr.server.superlink.fleet.vce.metrics import VceMetrics
-from flwr.server.superlink.fleet.vce.vce_api import _register_node_info_stores, _register_nodes, run_api
-from flwr.server.superlink.linkstate import LinkStateFactory
-from flwr.server.superlink.linkstate.in_memory_linkstate import RunRecord
-from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
 from flwr.serverapp import ServerApp
-from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME, NOOP_FEDERATION_ID
-from flwr.supercore.object_store import ObjectStoreFactory
-from flwr.supercore.run import Run
-from flwr.supercore.task_identity import TaskIdentity
-from flwr.superlink.federation import NoOpFederationManager
-from flwr.superlink.grid import InMemoryGrid
+
+try:  # Flower internals: the in-process runtime only (the apps use Flower's public API alone)
+    from flwr.clientapp.client_app import ClientAppException
+    from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID, TASK_ID_NUM_BYTES
+    from flwr.proto.task_pb2 import Task  # pylint: disable=no-name-in-module
+    from flwr.server.run_serverapp import run as run_serverapp
+    from flwr.server.superlink.fleet.vce.backend import Backend
+    from flwr.server.superlink.fleet.vce.metrics import VceMetrics
+    from flwr.server.superlink.fleet.vce.vce_api import _register_node_info_stores, _register_nodes, run_api
+    from flwr.server.superlink.linkstate import LinkStateFactory
+    from flwr.server.superlink.linkstate.in_memory_linkstate import RunRecord
+    from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
+    from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME, NOOP_FEDERATION_ID
+    from flwr.supercore.object_store import ObjectStoreFactory
+    from flwr.supercore.run import Run
+    from flwr.supercore.task_identity import TaskIdentity
+    from flwr.superlink.federation import NoOpFederationManager
+    from flwr.superlink.grid import InMemoryGrid
+except ImportError as error:  # pragma: no cover - depends on the installed flwr
+    import flwr
+
+    raise ImportError(f"gflkit.flower.simulation (the in-process test helper) needs Flower internals that flwr "
+                      f"{flwr.__version__} does not have ({error.name}); run the app with `flwr run` instead "
+                      f"(README, \"gflkit in Flower\")") from None
 from torch import Tensor
 
 from gflkit.experiment import RunConfig
 from gflkit.flower.client import STATE, make_client_app
 from gflkit.flower.methods import OWN_ROW
-from gflkit.flower.replica import clear_replicas, from_record
+from gflkit.flower.replica import cached_node_replica, clear_replicas, from_record
 from gflkit.flower.strategy import GflkitStrategy, make_server_app
 from gflkit.threads import limit_threads
 
@@ -226,7 +235,8 @@ def run_flower(config: RunConfig, data_root: str | Path | None = None, device: s
     adapter does not run.
     """
     limit_threads()  # GFLKIT_THREADS, as gflkit.experiment.run
-    strategy = GflkitStrategy(config, data_root, device, local_training)
+    strategy = GflkitStrategy(config, device)
+    num_clients = cached_node_replica(config, 0, data_root, device, local_training)[1].num_clients
 
     def client_app() -> ClientApp:
         return make_client_app(config, data_root, device, local_training, mods)
@@ -234,7 +244,7 @@ def run_flower(config: RunConfig, data_root: str | Path | None = None, device: s
     with quiet_flower(verbose):
         start = time.perf_counter()
         contexts = run_inprocess(make_server_app(strategy), client_app if fresh_clients else client_app(),
-                                 strategy.fed.num_clients, fresh_clients)
+                                 num_clients, fresh_clients)
         seconds = time.perf_counter() - start
     return FlowerRun(strategy, contexts, seconds)
 

@@ -2,8 +2,11 @@
 
 Flower ↔ gflkit on the server (one round ``t`` of :func:`gflkit.engine.run_rounds`):
 
-* **handshake** (once, in the first ``configure_train``): a ``query`` message to every node returns its
-  ``partition-id``, gflkit's client id; the run needs exactly one node per client ``0 … K-1``;
+* **handshake** (:meth:`GflkitStrategy.connect`, once, before the first round): a ``query`` message to
+  every node returns its :class:`~gflkit.flower.replica.ClientProfile` (its ``partition-id`` — gflkit's
+  client id — its sample counts and what the server's copy needs); the run needs exactly one node per
+  client ``0 … K-1``. From the profiles the server builds its copy of the run, which holds no client
+  data (:func:`~gflkit.flower.replica.server_replica`);
 * ``configure_train`` = step 1 of a round: the participating clients are
   :func:`gflkit.engine.sample_clients` (the same seeded draw as the engine), and client ``k``'s message
   carries the server state its step reads (:class:`~gflkit.flower.methods.Split` ``down``: the model
@@ -24,11 +27,10 @@ so that Flower's :class:`~flwr.serverapp.strategy.Result` holds it.
 """
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Iterable
-from logging import INFO
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -36,12 +38,16 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import Strategy
-from flwr.supercore import log
 
 from gflkit.engine import sample_clients
 from gflkit.experiment import RunConfig
 from gflkit.flower.client import CONFIG, DOWN, METRICS, UP
-from gflkit.flower.replica import Replica, from_record, to_record
+from gflkit.algorithms.base import Algorithm
+from gflkit.federation import Federation
+from gflkit.flower.replica import ClientProfile, Replica, check_config, from_record, server_replica, to_record
+
+
+LOG = logging.getLogger("flwr")  # Flower's own logger, so that the summary sits among its round logs
 
 
 class GflkitStrategy(Strategy):
@@ -49,14 +55,15 @@ class GflkitStrategy(Strategy):
 
     Args:
         config: the run (dataset, partition, method and its options, schedule, local training, seed).
-        data_root, device, local_training: as :func:`~gflkit.experiment.build_federation`.
-        timeout: seconds to wait for the replies of one round (Flower's ``timeout``).
-        connect_timeout: seconds to wait for the ``K`` nodes to connect.
+        device: where the server's state lives (``"auto"``: a CUDA GPU when present).
+        timeout: seconds to wait for the replies of one round (Flower's ``timeout``); a client that has not
+            replied by then stops the run with one line naming it.
+        connect_timeout: seconds to wait for one node per client.
 
     Attributes:
-        fed, algorithm: the server's copy of the run; after the run ``algorithm.evaluation_models(fed)``
-            holds what gflkit's engine would hold (models kept on clients — Ditto's personal ones — stay
-            on the clients and are read from their ``Context.state``).
+        fed, algorithm, split: the server's copy of the run (after :meth:`connect`); after the run
+            ``algorithm.evaluation_models(fed)`` holds what gflkit's engine would hold (models kept on clients —
+            Ditto's personal ones — stay on the clients and are read from their ``Context.state``).
         nodes: client id → Flower node id, after the handshake.
         train_seconds: per round, the wall seconds of its training phase, from ``configure_train`` to the
             end of ``aggregate_train`` (messages, the clients' training, aggregation).
@@ -66,14 +73,15 @@ class GflkitStrategy(Strategy):
         ~gflkit.flower.methods.UnsupportedMethod: (one line) the method, or an option of it, does not run in Flower.
     """
 
-    def __init__(self, config: RunConfig, data_root: str | Path | None = None, device: str | torch.device = "auto",
-                 local_training: str | None = None, timeout: float = 3600.0, connect_timeout: float = 60.0):
+    def __init__(self, config: RunConfig, device: str | torch.device = "auto", timeout: float = 3600.0,
+                 connect_timeout: float = 60.0):
+        self.split = check_config(config)
         self.config = config
-        self.server = Replica(config, data_root, device, local_training)
-        self.fed, self.algorithm, self.split = self.server.fed, self.server.algorithm, self.server.split
+        self.device = device
         self.schedule = config.schedule()
         self.timeout = timeout
         self.connect_timeout = connect_timeout
+        self.server: Replica | None = None
         self.nodes: dict[int, int] | None = None
         self._records: list[dict] = []
         self._sampled: list[int] = []
@@ -83,13 +91,30 @@ class GflkitStrategy(Strategy):
         self.started = False
         self.result = None
 
+    @property
+    def fed(self) -> Federation:
+        """The server's federation (counts and state, no client data); built by :meth:`connect`."""
+        return self._connected().fed
+
+    @property
+    def algorithm(self) -> Algorithm:
+        """The server's algorithm; built by :meth:`connect`."""
+        return self._connected().algorithm
+
+    def _connected(self) -> Replica:
+        if self.server is None:
+            raise RuntimeError("gflkit.flower: the server's copy of the run exists once the nodes connected "
+                               "(GflkitStrategy.connect)")
+        return self.server
+
     # --- Flower's Strategy interface -----------------------------------------------------------------
     def summary(self) -> None:
         """Log the run this strategy drives."""
         c = self.config
-        log(INFO, "\t├──> gflkit method %s %s", c.method, c.method_options)
-        log(INFO, "\t└──> %s, %d clients (%s), %d rounds, clients per round %s, evaluation protocol %s",
-            c.dataset, self.fed.num_clients, c.partition, c.rounds, c.clients_per_round or "all", c.evaluate)
+        clients = self.fed.num_clients if self.server is not None else c.num_clients
+        LOG.info("\t├──> gflkit method %s %s", c.method, c.method_options)
+        LOG.info("\t└──> %s, %d clients (%s), %d rounds, clients per round %s, evaluation protocol %s",
+            c.dataset, clients, c.partition, c.rounds, c.clients_per_round or "all", c.evaluate)
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
@@ -107,8 +132,8 @@ class GflkitStrategy(Strategy):
         by_client = self._by_client(replies, server_round, "train")
         missing = sorted(set(self._sampled) - set(by_client))
         if missing:
-            raise RuntimeError(f"gflkit.flower: no train reply from clients {missing} in round {server_round} "
-                               f"(timeout {self.timeout} s)")
+            raise RuntimeError(f"gflkit.flower: no train reply from partition-id {_listed(missing)} in round "
+                               f"{server_round} within {self.timeout:g} s (its SuperNode stopped or is too slow)")
         fed, algorithm = self.fed, self.algorithm
         clients = sorted(by_client)
         vectors = []
@@ -157,25 +182,45 @@ class GflkitStrategy(Strategy):
 
     # --- gflkit side -----------------------------------------------------------------------------------
     def connect(self, grid: Grid) -> dict[int, int]:
-        """The handshake: wait for the ``K`` nodes and learn each one's partition id (done once)."""
+        """The handshake: wait for one node per client, learn each one's profile, build the server's copy."""
         if self.nodes is not None:
             return self.nodes
-        num_clients = self.fed.num_clients
         deadline = time.monotonic() + self.connect_timeout
-        while len(node_ids := list(grid.get_node_ids())) < num_clients:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"gflkit.flower: {len(node_ids)} of the run's {num_clients} nodes connected "
-                                   f"within {self.connect_timeout} s")
-            time.sleep(0.05)
-        query = [Message(RecordDict({CONFIG: ConfigRecord({"gflkit": "partition-id"})}), dst_node_id=node,
-                         message_type=MessageType.QUERY) for node in node_ids]
-        replies = [r for r in grid.send_and_receive(query, timeout=self.timeout) if not r.has_error()]
-        nodes = {int(r.content[METRICS]["partition-id"]): r.metadata.src_node_id for r in replies}
-        if sorted(nodes) != list(range(num_clients)) or len(replies) != len(nodes):
-            raise RuntimeError(f"gflkit.flower: the run needs one node per client 0..{num_clients - 1}; the nodes "
-                               f"report partition ids {sorted(int(r.content[METRICS]['partition-id']) for r in replies)}")
-        self.nodes = nodes
-        return nodes
+        asked: set[int] = set()
+        profiles: dict[int, tuple[int, ClientProfile]] = {}  # client → (node id, profile)
+        expected = self.config.num_clients
+        while sorted(profiles) != list(range(expected)):
+            new = [node for node in grid.get_node_ids() if node not in asked]
+            if new:
+                asked.update(new)
+                profiles.update(self._profiles(grid, new, profiles))
+                expected = next(iter(profiles.values()))[1].num_clients  # a natural partition has its own K
+            elif time.monotonic() > deadline:
+                missing = sorted(set(range(expected)) - set(profiles))
+                raise TimeoutError(f"gflkit.flower: {len(profiles)} of the run's {expected} clients connected within "
+                                   f"{self.connect_timeout:g} s; no node for partition-id {_listed(missing)}")
+            else:
+                time.sleep(0.05)
+        self.server = server_replica(self.config, {k: profile for k, (_, profile) in profiles.items()}, self.device)
+        self.nodes = {k: node for k, (node, _) in profiles.items()}
+        return self.nodes
+
+    def _profiles(self, grid: Grid, nodes: list[int], known: dict[int, tuple[int, ClientProfile]]
+                  ) -> dict[int, tuple[int, ClientProfile]]:
+        """The profiles of ``nodes`` (one query each); one line for a node that failed or repeats a client."""
+        query = [Message(RecordDict({CONFIG: ConfigRecord({"gflkit": "profile"})}), dst_node_id=node,
+                         message_type=MessageType.QUERY) for node in nodes]
+        found: dict[int, tuple[int, ClientProfile]] = {}
+        for reply in grid.send_and_receive(query, timeout=self.connect_timeout):
+            if reply.has_error():
+                raise RuntimeError(f"gflkit.flower: node {reply.metadata.src_node_id} could not join the run: "
+                                   f"{_reason(reply)}")
+            profile = ClientProfile.from_record(reply.content)
+            if profile.partition in known or profile.partition in found:
+                raise RuntimeError(f"gflkit.flower: two nodes report partition-id {profile.partition}; the run "
+                                   f"needs exactly one node per client")
+            found[profile.partition] = (reply.metadata.src_node_id, profile)
+        return found
 
     def initial_arrays(self) -> ArrayRecord:
         """What Flower's ``start`` is given: the global model, or the common initial model."""
@@ -205,8 +250,29 @@ class GflkitStrategy(Strategy):
             if reply.has_error():
                 client = clients.get(reply.metadata.src_node_id, "?")
                 raise RuntimeError(f"gflkit.flower: client {client} failed to {what} in round {server_round}: "
-                                   f"{' '.join(reply.error.reason.split())}")
+                                   f"{_reason(reply)}")
         return {int(reply.content[METRICS]["client"]): reply for reply in replies}
+
+
+def _reason(reply: Message) -> str:
+    """The client's own error line of an error reply (Ray's backend wraps it in a traceback)."""
+    reason = " ".join(reply.error.reason.split())
+    return reason.rsplit("Message: ", 1)[-1].rstrip("'>") if "Message: " in reason else reason
+
+
+def _listed(clients: list[int]) -> str:
+    """``[3]`` → ``"3"``, ``[1, 4]`` → ``"1, 4"``."""
+    return ", ".join(map(str, clients))
+
+
+def run_strategy(strategy: GflkitStrategy, grid: Grid) -> None:
+    """Run ``strategy`` on ``grid``: the handshake, then Flower's round loop over the config's rounds."""
+    if strategy.started:
+        raise RuntimeError("gflkit.flower: this strategy has run already; build a new one for another run")
+    strategy.started = True
+    strategy.connect(grid)
+    strategy.result = strategy.start(grid, strategy.initial_arrays(), num_rounds=strategy.schedule.rounds,
+                                     timeout=strategy.timeout)
 
 
 def make_server_app(strategy: GflkitStrategy) -> ServerApp:
@@ -215,14 +281,10 @@ def make_server_app(strategy: GflkitStrategy) -> ServerApp:
 
     @app.main()
     def main(grid: Grid, context) -> None:
-        """Flower's round loop (``Strategy.start``) over the config's rounds."""
-        if strategy.started:
-            raise RuntimeError("gflkit.flower: this strategy has run already; build a new one for another run")
-        strategy.started = True
-        strategy.result = strategy.start(grid, strategy.initial_arrays(), num_rounds=strategy.schedule.rounds,
-                                         timeout=strategy.timeout)
+        """The handshake, then Flower's round loop (``Strategy.start``) over the config's rounds."""
+        run_strategy(strategy, grid)
 
     return app
 
 
-__all__ = ["GflkitStrategy", "make_server_app"]
+__all__ = ["GflkitStrategy", "make_server_app", "run_strategy"]

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from gflkit.data.partition import label_counts
 from gflkit.seeding import EDGE_SAMPLING, generator
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -100,8 +99,7 @@ def given_graph(
         raise ValueError(f"unknown given graph {kind!r}; choose one of {list(GIVEN_GRAPHS)}")
     if kind == "dataset":
         return dataset_graph(fed)
-    counts = label_counts(fed.y, fed.train_indices, int(fed.y.max()) + 1)
-    return label_sharing_graph(counts, top_labels, keep_fraction, seed=fed.seed).to(fed.device)
+    return label_sharing_graph(fed.train_label_counts(), top_labels, keep_fraction, seed=fed.seed).to(fed.device)
 
 
 @dataclass(frozen=True)

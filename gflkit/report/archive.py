@@ -38,12 +38,11 @@ MAX_IMAGE_BYTES = 400_000
 
 @dataclass(frozen=True)
 class Archived:
-    """One archived execution: notebook ``name`` at ``profile`` with extra notebook ``parameters``, shown on
-    the report page ``page`` (a paper, ``quickstart`` or ``engine``)."""
+    """One archived execution: notebook ``name`` at ``profile`` with extra notebook ``parameters``; the
+    report page showing it is :func:`gflkit.report.pages.page_of` its folder."""
 
     name: str
     profile: str
-    page: str
     parameters: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -58,14 +57,14 @@ class Archived:
 
 
 ARCHIVE: tuple[Archived, ...] = (
-    Archived("quickstart", "ci", "quickstart"),
-    Archived("flower", "smoke", "engine"),
-    Archived("fedska", "ci", "fedska"),
-    Archived("jgesr", "ci", "jgesr"),
-    Archived("sfl", "ci", "sfl", {"seeds": [0, 1, 2]}),
-    Archived("fedvgae", "ci", "fedvgae"),
-    Archived("fedcg", "ci", "fedcg"),
-    Archived("benchmark", "ci", "benchmark"),
+    Archived("quickstart", "ci"),
+    Archived("flower", "smoke"),
+    Archived("fedska", "ci"),
+    Archived("jgesr", "ci"),
+    Archived("sfl", "ci", {"seeds": [0, 1, 2]}),
+    Archived("fedvgae", "ci"),
+    Archived("fedcg", "ci"),
+    Archived("benchmark", "ci"),
 )
 
 

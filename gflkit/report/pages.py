@@ -104,14 +104,16 @@ def verdict_counts(folder: Path) -> Counter[str]:
     return Counter(frame[verdict_column(frame)].astype(str))
 
 
+def paper_gaps(frame: pd.DataFrame) -> pd.Series:
+    """The absolute differences measured − paper over the rows of a paper-vs-measured table with both numbers."""
+    both = frame.dropna(subset=["measured", "paper"])
+    return (both["measured"] - both["paper"]).abs()
+
+
 def mean_paper_gap(folder: Path) -> tuple[float, int] | None:
     """Mean absolute difference measured − paper over the cells of ``folder``'s paper-vs-measured CSVs that have both numbers,
     and how many cells; None when it has no such CSV or cell."""
-    gaps = []
-    for path in sorted(folder.glob("*paper_vs_measured.csv")):
-        frame = pd.read_csv(path)
-        both = frame.dropna(subset=["measured", "paper"])
-        gaps.extend((both["measured"] - both["paper"]).abs())
+    gaps = [gap for path in sorted(folder.glob("*paper_vs_measured.csv")) for gap in paper_gaps(pd.read_csv(path))]
     return (sum(gaps) / len(gaps), len(gaps)) if gaps else None
 
 

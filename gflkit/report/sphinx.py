@@ -22,7 +22,7 @@ import pandas as pd
 from docutils import nodes
 from docutils.parsers.rst import Directive
 
-from gflkit.report.pages import (PAGES, VERDICTS, Summary, all_summaries, claims_file, summarize,
+from gflkit.report.pages import (PAGES, VERDICTS, Summary, all_summaries, claims_file, paper_gaps, summarize,
                                  verdict_column)
 
 SAVED_FIGURE = re.compile(r"save_figure\([^,]+,\s*results\s*/\s*(?:f?\"([^\"]+)\"|f?'([^']+)')")
@@ -142,10 +142,10 @@ class PaperVsMeasuredDirective(_FolderDirective):
         for path in paths:
             self.state.document.settings.env.note_dependency(str(path))
             frame = pd.read_csv(path)
-            both = frame.dropna(subset=["measured", "paper"])
-            gap = (both["measured"] - both["paper"]).abs().mean() if len(both) else float("nan")
+            gaps = paper_gaps(frame)
+            gap = gaps.mean() if len(gaps) else float("nan")
             parts.append(f"<details><summary><code>docs/results/{folder.name}/{path.name}</code>: {len(frame)} rows, "
-                         f"mean |ours − paper| {_text(gap)} over {len(both)} cells with a paper number</summary>"
+                         f"mean |ours − paper| {_text(gap)} over {len(gaps)} cells with a paper number</summary>"
                          f"{_html_table(frame)}</details>")
         return _raw("".join(parts))
 

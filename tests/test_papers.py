@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -164,3 +166,37 @@ def test_jgesr_claims_from_committed_per_client_csvs_equal_the_notebooks(tmp_pat
     pd.testing.assert_frame_equal(committed, notebook)
     assert len(notebook) == 2 and notebook["noise model"].str.contains("Student t over 2 seeds").all()
     assert notebook["evidence"].str.endswith("(2 seed(s))").all()
+
+
+def test_fedvgae_main_table_claims_from_the_committed_clients_csv_equal_the_notebooks(tmp_path):
+    from gflkit.papers import fedvgae
+
+    rng = np.random.default_rng(2)
+    methods = list(fedvgae.PROFILES["paper"].sweep["methods"])
+    sections = {"table3": ("link_prediction", ("cora", "citeseer", "polblogs")),
+                "table4": ("node_classification", ("cora", "citeseer"))}
+    frames = {}
+    for section, (task, datasets) in sections.items():
+        score = fedvgae.SCORES[task]
+        frames[section] = (pd.DataFrame([
+            {"dataset": d, "method": m, "seed": seed, "client": k, "round": r, score: float(rng.uniform(60, 90)),
+             f"val_{score}": float(rng.uniform(60, 90))}
+            for d in datasets for m in methods for seed in (0, 1, 2) for k in range(4) for r in (1, 2, 3)]), task)
+    clients = fedvgae.reported_clients(frames)
+    assert (clients.groupby(["section", "dataset", "method", "seed", "client"]).size() == 1).all()
+    ran = [*methods, "table3", "table4"]
+    notebook = claims_table(fedvgae.main_table_claims(clients, methods, ran, "paper"))
+    clients.to_csv(tmp_path / "clients.csv", index=False)
+    committed = fedvgae.decide_from_clients(tmp_path, "paper")
+    pd.testing.assert_frame_equal(committed, notebook)
+    assert len(notebook) == 2 and notebook["noise model"].str.contains("Student t over 3 seeds").all()
+    assert set(notebook["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
+
+
+def test_fedvgae_committed_main_table_claims_are_decided_from_the_committed_clients():
+    from gflkit.papers import fedvgae
+
+    folder = Path(__file__).resolve().parents[1] / "docs" / "results" / "fedvgae_paper"
+    decided = fedvgae.decide_from_clients(folder, "paper")
+    committed = pd.read_csv(folder / "claims.csv").head(len(decided))
+    pd.testing.assert_frame_equal(decided.astype(str), committed.astype(str))

@@ -205,3 +205,74 @@ def reported_clients(sections: Mapping[str, tuple[Any, str]]) -> Any:
                                      select_by=SCORES[task])
         frames.append(rows.assign(section=section, task=task).reindex(columns=CLIENT_COLUMNS))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CLIENT_COLUMNS)
+
+
+def most(parts: Mapping[str, Any]) -> Any:
+    """"On most datasets (cells)": the comparisons of more than half of ``parts`` hold."""
+    from gflkit.papers.comparison import at_least
+
+    return at_least(len(parts) // 2 + 1, parts)
+
+
+def main_table_claims(clients: Any, methods: Sequence[str], ran: Sequence[str], profile: str) -> list[Any]:
+    """Table 3's and Table 4's ranking claims, decided by the per-client scores at each run's reported round
+    (:func:`reported_clients`: sections ``table3`` and ``table4``), over every seed the rows hold — the
+    notebook's rows or the committed ``clients.csv`` with seeds of several sessions. ``methods``: the
+    profile's methods (FedVGAE is compared with the federated ones on links, with every method on nodes);
+    ``ran``: the methods and sections (``table3`` / ``table4``) that ran."""
+    from gflkit.papers import check_claim, standing
+    from gflkit.papers.comparison import Scoring, best_other_per_group, every
+
+    links, nodes = (clients[clients["section"] == section] for section in ("table3", "table4"))
+    federated = [m for m in methods if m not in ("local", "fedvgae")]
+    auc = links.groupby(["dataset", "method"])["auc"].mean()
+    accuracy = nodes.groupby(["dataset", "method"])["accuracy"].mean()
+
+    def seeds(rows: Any) -> str:
+        return f" ({rows['seed'].nunique()} seed(s))"
+
+    return [
+        check_claim("FedVGAE has the best AUC of the federated methods on every link-prediction dataset (Table 3)",
+                    ["table3", *methods], ran,
+                    lambda: (every(best_other_per_group(links, "dataset", "fedvgae", federated,
+                                                       Scoring(value="auc", report=None))),
+                             "; ".join(f"{d}: fedvgae {auc[(d, 'fedvgae')]:.2f}"
+                                       for d in sorted(links["dataset"].unique())) + seeds(links)), profile),
+        check_claim("FedVGAE has the best node-classification accuracy on most datasets (Table 4)",
+                    ["table4", *methods], ran,
+                    lambda: (most(best_other_per_group(nodes, "dataset", "fedvgae", None,
+                                                       Scoring(value="accuracy", report=None))),
+                             "; ".join(f"{d}: FedVGAE {standing(accuracy[d], 'fedvgae')}"
+                                       for d in sorted(nodes["dataset"].unique())) + seeds(nodes)), profile),
+    ]
+
+
+def decide_from_clients(folder: str | Path, profile: str) -> Any:
+    """The claims table of :func:`main_table_claims` read from a folder's committed ``clients.csv`` (every
+    seed it holds, e.g. seeds measured in several sessions, whose result stores are gone)."""
+    import pandas as pd
+
+    from gflkit.papers import claims_table
+
+    clients = pd.read_csv(Path(folder) / "clients.csv")
+    ran = [*clients["method"].unique(), *clients["section"].unique()]
+    return claims_table(main_table_claims(clients, PROFILES[profile].sweep["methods"], ran, profile))
+
+
+def stored_main_clients(profile: str, seeds: Sequence[int], store: Any, data_root: str | Path | None = None,
+                        device: str = "auto", sections: Sequence[str] = ("table3", "table4")) -> Any:
+    """:func:`reported_clients` of ``sections`` (Tables 3 and 4 by default) for ``seeds`` of ``profile``, read
+    from ``store`` (runs missing there are computed) — the rows a later session appends to the committed
+    ``clients.csv`` before :func:`decide_from_clients`."""
+    from gflkit.experiment import run_grid
+    from gflkit.profiles import resolve_profile
+
+    tasks = {"table3": "link_prediction", "table4": "node_classification"}
+    unknown = sorted(set(sections) - set(tasks))
+    if unknown:
+        raise ValueError(f"unknown section(s) {unknown}; stored_main_clients reads {sorted(tasks)}")
+    params = resolve_profile(PROFILES, profile, seeds=list(seeds))
+    runs = grids(params, list(sections), data_root)
+    return reported_clients({section: (run_grid(runs[section], data_root, store, device,
+                                                columns=lambda config: {"dataset": config.dataset}), tasks[section])
+                             for section in sections})

@@ -223,27 +223,24 @@ def main_table_claims(clients: Any, methods: Sequence[str], ran: Sequence[str], 
     from gflkit.papers import check_claim, standing
     from gflkit.papers.comparison import Scoring, best_other_per_group, every
 
-    links, nodes = (clients[clients["section"] == section] for section in ("table3", "table4"))
     federated = [m for m in methods if m not in ("local", "fedvgae")]
-    auc = links.groupby(["dataset", "method"])["auc"].mean()
-    accuracy = nodes.groupby(["dataset", "method"])["accuracy"].mean()
 
-    def seeds(rows: Any) -> str:
-        return f" ({rows['seed'].nunique()} seed(s))"
+    def ranking(statement: str, section: str, others: Sequence[str] | None, rule: Any, per_dataset: Any) -> Any:
+        # FedVGAE against the best of ``others`` on each dataset of ``section``, combined by ``rule``
+        rows = clients[clients["section"] == section]
+        score = SCORES[rows["task"].iloc[0]] if len(rows) else "auc"
+        means = rows.groupby(["dataset", "method"])[score].mean()
+        return check_claim(statement, [section, *methods], ran,
+                           lambda: (rule(best_other_per_group(rows, "dataset", "fedvgae", others,
+                                                              Scoring(value=score, report=None))),
+                                    "; ".join(per_dataset(d, means[d]) for d in sorted(rows["dataset"].unique()))
+                                    + f" ({rows['seed'].nunique()} seed(s))"), profile)
 
     return [
-        check_claim("FedVGAE has the best AUC of the federated methods on every link-prediction dataset (Table 3)",
-                    ["table3", *methods], ran,
-                    lambda: (every(best_other_per_group(links, "dataset", "fedvgae", federated,
-                                                       Scoring(value="auc", report=None))),
-                             "; ".join(f"{d}: fedvgae {auc[(d, 'fedvgae')]:.2f}"
-                                       for d in sorted(links["dataset"].unique())) + seeds(links)), profile),
-        check_claim("FedVGAE has the best node-classification accuracy on most datasets (Table 4)",
-                    ["table4", *methods], ran,
-                    lambda: (most(best_other_per_group(nodes, "dataset", "fedvgae", None,
-                                                       Scoring(value="accuracy", report=None))),
-                             "; ".join(f"{d}: FedVGAE {standing(accuracy[d], 'fedvgae')}"
-                                       for d in sorted(nodes["dataset"].unique())) + seeds(nodes)), profile),
+        ranking("FedVGAE has the best AUC of the federated methods on every link-prediction dataset (Table 3)",
+                "table3", federated, every, lambda d, means: f"{d}: fedvgae {means['fedvgae']:.2f}"),
+        ranking("FedVGAE has the best node-classification accuracy on most datasets (Table 4)", "table4", None,
+                most, lambda d, means: f"{d}: FedVGAE {standing(means, 'fedvgae')}"),
     ]
 
 

@@ -35,7 +35,6 @@ of the run's ``Context.run_config`` (:mod:`gflkit.flower.run_config`). The node'
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Sequence
 
@@ -66,8 +65,9 @@ def partition_id(context: Context) -> int:
 
 
 def node_data_root(context: Context, default: str | Path | None = None) -> str | Path | None:
-    """The node's data root: ``data-root`` of its node_config, else ``default``, else ``$GFLKIT_DATA``."""
-    return context.node_config.get("data-root") or default or os.environ.get("GFLKIT_DATA") or None
+    """The node's data root: ``data-root`` of its node_config, else ``default`` (None: the data registry's
+    own default, ``$GFLKIT_DATA``)."""
+    return context.node_config.get("data-root") or default
 
 
 def check_partitions(context: Context, profile: ClientProfile) -> None:
@@ -168,7 +168,7 @@ def make_client_app(config: RunConfig | None = None, data_root: str | Path | Non
     """A Flower ``ClientApp`` running a gflkit method on the node's own partition (module docstring).
 
     ``config``: the run; None reads it from the run's ``Context.run_config`` (as :mod:`gflkit.flower.app`).
-    ``data_root`` (else the node's ``data-root``, else ``$GFLKIT_DATA``), ``device`` (None: the run
+    ``data_root`` (used where the node has no ``data-root``; None: ``$GFLKIT_DATA``), ``device`` (None: the run
     config's, else ``"auto"``) and ``local_training`` are :func:`~gflkit.experiment.build_federation`'s;
     ``mods`` are Flower client mods wrapped around every message. The node's copy of the run is built
     once per process, on its first message. Raises :class:`~gflkit.flower.methods.UnsupportedMethod`

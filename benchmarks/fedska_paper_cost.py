@@ -47,7 +47,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     params = resolve_profile(fedska.PROFILES, "paper")
-    grid = {config_key(c.to_dict()): c for configs in fedska.grids(params).values() for c in configs}
+    grid = {config_key(run.config.to_dict()): run.config for runs in fedska.grids(params).values() for run in runs}
     runs = Counter(config.method for config in grid.values())
     total_rounds = {config.rounds for config in grid.values()}
     print(f"FedSKA paper profile, MNIST: {len(grid)} distinct runs of {sorted(total_rounds)} rounds "

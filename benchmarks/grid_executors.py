@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from gflkit.experiment import RunConfig, run_grid
+from gflkit.executors import run_grid
+from gflkit.experiment import RunConfig
 from gflkit.papers.quickstart import PROFILES
 from gflkit.profiles import resolve_profile
 from gflkit.results import ResultStore

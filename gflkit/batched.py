@@ -44,10 +44,10 @@ from torch import Tensor, nn
 
 from gflkit.models.base import FeatureModel
 from gflkit.seeding import generator
-from gflkit.training import LocalStep, LossTerm, TrainConfig, batch_positions
+from gflkit.training import LocalResult, LocalStep, LossTerm, TrainConfig, batch_positions
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gflkit.federation import Federation, LocalResult
+    from gflkit.federation import Federation
 
 #: how much memory the rows of one chunk may take on a CPU (on a GPU, half of what is free)
 CPU_MEMORY_BUDGET = 2 * 2**30
@@ -227,10 +227,8 @@ def train_batched(
 
     What :meth:`~gflkit.federation.Federation.train` does for each client, with the same minibatch
     streams and the same result (see the module docstring). ``contexts[i]`` is client ``clients[i]``'s
-    loss-term context. Returns one :class:`~gflkit.federation.LocalResult` per client, in order.
+    loss-term context. Returns one :class:`~gflkit.training.LocalResult` per client, in order.
     """
-    from gflkit.federation import LocalResult
-
     weights = starts.detach().clone()
     params = parameter_views(weights, fed)
     velocity = parameter_views(torch.zeros_like(weights), fed) if config.momentum else None

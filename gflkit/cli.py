@@ -110,7 +110,7 @@ def _precompute_plan(args: argparse.Namespace) -> tuple[ResultStore, list[RunCon
         sections = paper.grids(resolve_profile(paper.PROFILES, args.profile, seeds=args.seeds), args.section)
     except ValueError as error:
         raise NotebookError(f"{error}") from None
-    chosen = [c for configs in sections.values() for c in configs if not args.method or c.method in args.method]
+    chosen = [run.config for runs in sections.values() for run in runs if not args.method or run.config.method in args.method]
     todo = list({config_key(c.to_dict()): c for c in chosen}.values())  # a run shared by sections once
     return ResultStore(results / "runs"), todo
 

@@ -29,10 +29,6 @@ in **one round**, as gflkit's implementation (and the method's paper) transmits 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from gflkit.federation import Federation
 
 #: bytes per transmitted value (float32)
 FLOAT32_BYTES = 4
@@ -69,17 +65,4 @@ class Communication:
         return FLOAT32_BYTES * self.down_floats
 
 
-def method_communication(fed: "Federation", name: str, **options: Any) -> Communication:
-    """The :class:`Communication` of method ``name`` with ``options`` on ``fed``.
-
-    Builds the method and runs its :meth:`~gflkit.algorithms.base.Algorithm.setup` on ``fed`` (which sets
-    the federation's server state): pass a federation built for this count, not one mid-run.
-    """
-    from gflkit.algorithms import build_algorithm  # the algorithms import this module
-
-    algorithm = build_algorithm(name, **options)
-    algorithm.setup(fed)
-    return algorithm.communication(fed)
-
-
-__all__ = ["FLOAT32_BYTES", "Communication", "method_communication"]
+__all__ = ["FLOAT32_BYTES", "Communication"]

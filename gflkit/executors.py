@@ -1,4 +1,4 @@
-"""Executors for a grid of runs: where :func:`~gflkit.experiment.run_grid` computes its runs.
+"""Executors for a grid of runs: where :func:`run_grid` computes its runs.
 
 ``serial`` computes them one after another in this process (the default). ``ray`` makes each run not
 yet stored a Ray task (https://docs.ray.io) that calls :func:`~gflkit.experiment.run` in a worker with
@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from gflkit.data import data_root as resolve_data_root
-from gflkit.experiment import RunConfig, resolve_device, run, stored_key
+from gflkit.experiment import Run, RunConfig, as_run, resolve_device, run, stored_key
 from gflkit.progress import outer_progress, progress_bar
 from gflkit.results import ResultStore, config_key
 from gflkit.threads import limit_threads
@@ -61,6 +61,27 @@ def execute_grid(configs: Sequence[RunConfig], data_root: str | Path | None = No
         raise ValueError("executor='ray' needs a store: the workers write each run into it and the grid reads "
                          "the records back from it")
     return run_on_ray(configs, data_root, store, device, ray_address)
+
+
+def run_grid(
+    runs: Sequence[Run | RunConfig],
+    data_root: str | Path | None = None,
+    store: ResultStore | None = None,
+    device: str | torch.device = "auto",
+    executor: str = "serial",
+    ray_address: str | None = None,
+) -> pd.DataFrame:
+    """Run every run (re-using stored ones) and concatenate their records, in the runs' order.
+
+    A :class:`Run`'s labels are added to its records as columns (e.g. ``q``), so that the records of a grid
+    can be grouped by what varied. ``executor`` computes the runs (:mod:`gflkit.executors`): ``"serial"`` one
+    after another here, ``"ray"`` one Ray task per run on the cluster at ``ray_address`` (None: a local
+    instance on this machine's cores), which needs ``store`` on a path every worker sees.
+    Raises ``ValueError`` for an unknown executor, or ``"ray"`` without a store.
+    """
+    runs = [as_run(r) for r in runs]
+    frames = execute_grid([r.config for r in runs], data_root, store, device, executor, ray_address)
+    return pd.concat([frame.assign(**r.labels) for r, frame in zip(runs, frames)], ignore_index=True)
 
 
 def run_serial(configs: Sequence[RunConfig], data_root: str | Path | None = None, store: ResultStore | None = None,

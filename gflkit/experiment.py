@@ -1,4 +1,5 @@
-"""Experiments as data: a :class:`RunConfig` fully describes a run; :func:`run` executes or re-uses it.
+"""Experiments as data: a :class:`RunConfig` fully describes a run; :func:`run` executes or re-uses it
+(a grid of them: :func:`gflkit.executors.run_grid`).
 
 ``RunConfig`` → load the dataset → partition it into clients → split each client 80/20 (or by the
 source's own marker) → build the model, the federation and the method → :func:`~gflkit.engine.run_rounds`.
@@ -16,7 +17,7 @@ import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -32,6 +33,7 @@ from gflkit.engine import Checkpoint, Schedule, run_rounds
 from gflkit.federation import LOCAL_TRAINING, Federation, GraphFederation
 from gflkit.models import MODELS, build_model
 from gflkit.models.base import FeatureModel
+from gflkit.options import added_field, keyed
 from gflkit.results import ResultStore
 from gflkit.seeding import HELD_OUT_CLIENTS, MODEL_INIT, derive_seed
 from gflkit.tasks import GRAPH_TASKS, TASKS, build_task
@@ -40,9 +42,6 @@ from gflkit.training import TrainConfig
 
 POOLS = ("all", "train")
 TEST_SPLITS = ("client", "matched")
-#: Fields added after runs were stored, with the value every earlier run had — :meth:`RunConfig.to_dict`
-#: leaves a field out while it holds that value, so the stored keys of earlier configs do not change.
-KEYLESS_DEFAULTS: dict[str, Any] = {"test_split": "client", "nesterov": False, "lr_schedule": None}
 ENV_LOCAL_TRAINING = "GFLKIT_LOCAL_TRAINING"
 
 
@@ -74,7 +73,7 @@ class RunConfig:
             number of test samples per client is ``partition_options["test_per_client"]``, by default
             ``round(N_test / num_clients)`` (at least 1) for the ``N_test`` official test samples (100
             for MNIST with 100 clients, the authors' number). Left out of :meth:`to_dict` while
-            ``"client"`` (:data:`KEYLESS_DEFAULTS`).
+            ``"client"`` (an :func:`~gflkit.options.added_field`).
         held_out: fraction of the clients held out as unseen test clients (LEAF's and FedCG's protocol,
             :func:`~gflkit.data.partition.hold_out_clients`): they never train and are scored on all their
             samples; their records carry ``held_out=True``. 0 (default): every client trains.
@@ -90,7 +89,7 @@ class RunConfig:
             ``"fresh"`` at every local training or ``"persistent"`` per client). Graph clients take one
             full-batch step per local epoch ("local iterations") and ignore ``batch_size``.
         nesterov: Nesterov momentum for SGD (needs ``momentum > 0``). Left out of :meth:`to_dict` while
-            ``False`` (:data:`KEYLESS_DEFAULTS`).
+            ``False`` (an :func:`~gflkit.options.added_field`).
         lr_schedule: ``None`` (default: every step uses ``lr``) or a piecewise-linear learning-rate
             schedule over the local epochs that replaces ``lr``, restarted at every local training:
             ``[[epoch, lr], ...]`` knots, epochs non-decreasing from 0, rates >= 0, e.g. the SFL authors'
@@ -118,7 +117,7 @@ class RunConfig:
     pool: str = "all"
     max_samples: int | None = None
     test_ratio: float | None = 0.2
-    test_split: str = "client"
+    test_split: str = added_field("client")
     held_out: float = 0.0
     rounds: int = 10
     clients_per_round: int | None = None
@@ -131,8 +130,8 @@ class RunConfig:
     weight_decay: float = 0.0
     optimizer: str = "sgd"
     optimizer_state: str = "fresh"
-    nesterov: bool = False
-    lr_schedule: list[list[float]] | None = None
+    nesterov: bool = added_field(False)
+    lr_schedule: list[list[float]] | None = added_field(None)
     task: str = "classification"
     task_options: dict[str, Any] = field(default_factory=dict)
     data_options: dict[str, Any] = field(default_factory=dict)
@@ -213,10 +212,14 @@ class RunConfig:
             raise ValueError(f'partition_options["test_per_client"] must be a positive integer, got {per_client!r}')
 
     def to_dict(self) -> dict[str, Any]:
-        """The configuration as plain JSON-serialisable data (the fields of :data:`KEYLESS_DEFAULTS` only
-        when they differ from it)."""
-        return {name: value for name, value in dataclasses.asdict(self).items()
-                if not (name in KEYLESS_DEFAULTS and value == KEYLESS_DEFAULTS[name])}
+        """The configuration as plain JSON-serialisable data, its stored form: every field and every method and
+        channel option, less the fields added after runs were stored while they hold those runs' value
+        (:func:`gflkit.options.keyed`), so adding an option never changes an earlier run's key."""
+        return {**keyed(self), "method_options": keyed(self.method_params()), "channel": keyed(self.uplink())}
+
+    def method_params(self) -> Any:
+        """The method's hyper-parameters (its ``Params`` dataclass)."""
+        return make_params(ALGORITHMS[self.method].Params, self.method_options, f"method {self.method!r}")
 
     def train_config(self) -> TrainConfig:
         """Local-training hyper-parameters."""
@@ -411,28 +414,23 @@ def client_graph(data: SampleDataset, config: RunConfig, split: ClientSplit) -> 
     return data.info["user_graph"][users][:, users]
 
 
-def run_grid(
-    configs: Sequence[RunConfig],
-    data_root: str | Path | None = None,
-    store: ResultStore | None = None,
-    device: str | torch.device = "auto",
-    columns: Callable[[RunConfig], dict[str, Any]] | None = None,
-    executor: str = "serial",
-    ray_address: str | None = None,
-) -> pd.DataFrame:
-    """Run every config (re-using stored runs) and concatenate their records, in the configs' order.
+@dataclass(frozen=True)
+class Run:
+    """One run of a notebook's grid: its configuration and the labels its tables group it by.
 
-    ``columns(config)`` adds per-run columns (e.g. ``{"q": 2}``) so that the records of a grid can be
-    grouped by what varied. ``executor`` computes the runs (:mod:`gflkit.executors`): ``"serial"`` one
-    after another here, ``"ray"`` one Ray task per run on the cluster at ``ray_address`` (None: a local
-    instance on this machine's cores), which needs ``store`` on a path every worker sees.
-    Raises ``ValueError`` for an unknown executor, or ``"ray"`` without a store.
+    ``labels`` are what the grid that made the run knows about it (``{"q": 2}``, ``{"variant": "sfl_star",
+    "reading": "paper"}``); :func:`~gflkit.executors.run_grid` adds them to the run's records as columns, so no table has to
+    recover a row's name from the configuration's options. They never enter the stored key: two grids may
+    label the same run differently and still share its stored result.
     """
-    from gflkit.executors import execute_grid  # it imports this module
 
-    frames = execute_grid(configs, data_root, store, device, executor, ray_address)
-    return pd.concat([frame.assign(**(columns(config) if columns else {})) for config, frame in zip(configs, frames)],
-                     ignore_index=True)
+    config: RunConfig
+    labels: Mapping[str, Any] = field(default_factory=dict)
+
+
+def as_run(run: Run | RunConfig) -> Run:
+    """``run`` as a :class:`Run` (a bare configuration has no labels)."""
+    return run if isinstance(run, Run) else Run(run)
 
 
 def stored_key(config: RunConfig, device: str | torch.device = "auto") -> dict[str, Any]:

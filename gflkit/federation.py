@@ -16,7 +16,6 @@ Methods read and write ``models`` / ``global_model`` directly: aggregation is li
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import ClassVar, Iterator, Sequence
 
 import torch
@@ -31,18 +30,10 @@ from gflkit.state import FlatModule, Layout
 from gflkit.data.partition import label_counts
 from gflkit.data.subgraphs import ClientGraph
 from gflkit.tasks import GraphTask, Task, add_sums
-from gflkit.training import Batch, LossTerm, TrainConfig, local_sgd, make_optimizer, minibatches
+from gflkit.training import Batch, LocalResult, LossTerm, TrainConfig, local_sgd, make_optimizer, minibatches
 
 
 LOCAL_TRAINING = ("auto", "batched", "sequential")
-
-
-@dataclass
-class LocalResult:
-    """A client's trained model vector and its mean training loss."""
-
-    vector: Tensor
-    loss: float
 
 
 # The :type: fields name the classes' full paths for Sphinx: an annotation of a class's __init__ reaches the API

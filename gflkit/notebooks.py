@@ -3,8 +3,8 @@
 Everything a reproduction needs is checked before a kernel starts, cheapest first: the notebook's name,
 its parameters and profile, the results folder and the device are checked with the standard library
 alone (torch is imported only to ask whether a CUDA device exists), because the notebook's parameters
-cell and ``PROFILES`` in ``gflkit/papers/<name>.py`` are read as declarations (JSON and :mod:`ast`),
-not executed. Then the profile is resolved with its overrides and the data its core tables need are
+cell is read as a declaration (JSON and :mod:`ast`), not executed, and its profiles are the data of
+:mod:`gflkit.catalog`. Then the profile is resolved with its overrides and the data its core tables need are
 looked for (:func:`check_profile`). A mistake raises :class:`NotebookError` in one line.
 """
 from __future__ import annotations
@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from gflkit.catalog import NOTEBOOKS
+
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO / "notebooks"
-PAPERS_DIR = Path(__file__).resolve().parent / "papers"
 DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 RESULTS_HINT = "choose a writable folder with --results (or GFLKIT_RESULTS)"
 
@@ -85,27 +86,17 @@ def _check_cuda(device: str) -> None:
         raise NotebookError(f"device {device!r} is not available: {seen}; choose device auto or cpu")
 
 
-def _paper_declarations(name: str) -> list[ast.stmt]:
-    """The top-level statements of ``gflkit/papers/<name>.py``, parsed without importing the module (nor
-    torch); empty when the notebook has no paper module."""
-    source = PAPERS_DIR / f"{name}.py"
-    return ast.parse(source.read_text()).body if source.exists() else []
-
-
 def profile_names(name: str) -> list[str]:
-    """The profiles of notebook ``name``: the keys of the ``PROFILES`` dict literal in
-    ``gflkit/papers/<name>.py``, read without importing it."""
-    for node in _paper_declarations(name):
-        if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PROFILES" for t in node.targets)
-                and isinstance(node.value, ast.Dict)):
-            return [key.value for key in node.value.keys if isinstance(key, ast.Constant)]
-    return []
+    """The profiles of notebook ``name`` (:data:`gflkit.catalog.NOTEBOOKS`; none for a notebook it does not list)."""
+    entry = NOTEBOOKS.get(name)
+    return list(entry.profiles) if entry else []
 
 
 def publishes_grids(name: str) -> bool:
-    """Whether ``gflkit/papers/<name>.py`` defines ``grids(profile, ...)``, the runs its notebook reads
-    (what ``gflkit precompute`` computes), read without importing it."""
-    return any(isinstance(node, ast.FunctionDef) and node.name == "grids" for node in _paper_declarations(name))
+    """Whether ``gflkit/papers/<name>.py`` publishes ``grids(profile, ...)``, the runs its notebook reads (what
+    ``gflkit precompute`` computes), as :data:`gflkit.catalog.NOTEBOOKS` says."""
+    entry = NOTEBOOKS.get(name)
+    return bool(entry and entry.grids)
 
 
 def check_profile_name(name: str, profile: object) -> None:
@@ -114,26 +105,6 @@ def check_profile_name(name: str, profile: object) -> None:
     declared = profile_names(name)
     if declared and profile not in declared:
         raise NotebookError(f"unknown profile {profile!r}; choose one of {sorted(declared)}")
-
-
-def dataset_available(name: str, root: str | Path | None = None, group: str | None = None) -> tuple[bool, str]:
-    """Whether every raw file of dataset ``name`` (optionally one variant ``group``) is present and
-    verified under the data root, with a sentence for the notebook saying so — or naming the missing
-    file and how to get it."""
-    from gflkit.data import data_root, verify_dataset
-
-    statuses = verify_dataset(name, root, full=False, group=group)
-    bad = [status for status in statuses if not status.ok]
-    where = data_root(root)
-    if not bad:
-        return True, f"{name}: {len(statuses)} raw file(s) present and verified under {where}"
-    first = bad[0]
-    expected = first.path.relative_to(where) if first.path.is_relative_to(where) else first.path
-    return False, (
-        f"{name}: section skipped: {first.path} is {first.state} ({len(bad)} of {len(statuses)} files "
-        f"unavailable under {where}). To run it, download the data with `gflkit data fetch {name}` "
-        f"(needs internet) or set GFLKIT_DATA to a folder holding {expected}."
-    )
 
 
 def notebook_path(name: str) -> Path:
@@ -194,6 +165,7 @@ def check_profile(name: str, profile: str, parameters: dict[str, Any]) -> None:
     :class:`NotebookError` otherwise, naming every missing file and where it must go."""
     import importlib
 
+    from gflkit.data import dataset_available
     from gflkit.profiles import resolve_profile
 
     try:

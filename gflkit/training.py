@@ -155,6 +155,14 @@ def plain_sgd_obstacle(config: TrainConfig) -> str | None:
     return None
 
 @dataclass
+class LocalResult:
+    """A client's trained model vector and its mean training loss."""
+
+    vector: Tensor
+    loss: float
+
+
+@dataclass
 class LocalStep:
     """What a loss term may look at: the batch, its representation and its predictions.
 

@@ -13,7 +13,7 @@ def test_precompute_stores_exactly_the_runs_the_notebook_reads(tmp_path, capsys)
     assert main(["precompute", "fedska", "--profile", "smoke", "--section", "table3", "--results", str(tmp_path),
                  "--device", "cpu"]) == 0
     store = ResultStore(tmp_path / "runs")
-    configs = grids(resolve_profile(PROFILES, "smoke"), ["table3"])["table3"]
+    configs = [run.config for run in grids(resolve_profile(PROFILES, "smoke"), ["table3"])["table3"]]
     for config in configs:
         assert store.load({**config.to_dict(), "device": "cpu"}) is not None
     assert len(list((tmp_path / "runs").iterdir())) == len(configs) == 4
@@ -30,8 +30,8 @@ def test_precompute_runs_the_seeds_asked_for(tmp_path):
     main(["precompute", "fedska", "--profile", "smoke", "--section", "table1", "--method", "local", "--seeds", "3",
           "--results", str(tmp_path), "--device", "cpu"])
     store = ResultStore(tmp_path / "runs")
-    configs = grids(resolve_profile(PROFILES, "smoke", seeds=[3]), ["table1"])["table1"]
-    local = [c for c in configs if c.method == "local"]
+    runs = grids(resolve_profile(PROFILES, "smoke", seeds=[3]), ["table1"])["table1"]
+    local = [run.config for run in runs if run.config.method == "local"]
     assert {c.seed for c in local} == {3} and all(store.load({**c.to_dict(), "device": "cpu"}) is not None for c in local)
 
 
@@ -45,10 +45,12 @@ def test_fedvgae_grids_are_the_notebooks_runs_on_the_datasets_present(tmp_path):
     params = resolve_profile(fedvgae.PROFILES, "ci", seeds=[0, 1])
     with registered(spec):
         sections = fedvgae.grids(params, data_root=tmp_path)
-    assert {c.dataset for runs in sections.values() for c in runs} == {"cora"}, "CiteSeer / PolBlogs are absent"
-    assert sections["table3"] == sorted(fedvgae.configs(params, "cora", "link_prediction"), key=lambda c: c.seed)
-    assert [c.seed for c in sections["table4"]] == [0] * 8 + [1] * 8, "a first seed of every cell comes first"
-    assert {c.method_options["share"] for c in sections["table5"]} == {"encoder", "first_layer", "all"}
+    assert {run.config.dataset for runs in sections.values() for run in runs} == {"cora"}, "CiteSeer / PolBlogs are absent"
+    assert sections["table3"] == sorted(fedvgae.runs(params, "cora", "link_prediction"), key=lambda run: run.config.seed)
+    assert [run.config.seed for run in sections["table4"]] == [0] * 8 + [1] * 8, "a first seed of every cell comes first"
+    assert {run.labels["setting"] for run in sections["table5"]} == {"encoder", "first_layer", "all"}
+    assert all(run.labels["setting"] == run.config.method_options["share"] for run in sections["table5"])
+    assert {run.labels["setting"] for run in sections["table6"]} == set(fedvgae.COMPONENTS)
     assert len(sections["tables7_8"]) == 2 * (3 + 3)
     with pytest.raises(ValueError, match=re.escape("unknown section(s) ['table9']")):
         fedvgae.grids(params, ["table9"], data_root=tmp_path)

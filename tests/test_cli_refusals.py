@@ -36,8 +36,8 @@ WITHOUT_TORCH = [
      "gflkit notebook: unknown device 'gpu'; choose auto (a CUDA GPU when present, else the CPU), cpu, cuda"),
     (["precompute", "fedska", "--device", "gpu"],
      "gflkit precompute: unknown device 'gpu'; choose auto (a CUDA GPU when present, else the CPU), cpu, cuda"),
-    (["precompute", "quickstart"],
-     "gflkit precompute: notebook 'quickstart' does not publish its experiment grids (gflkit/papers/quickstart.py "
+    (["precompute", "flower"],
+     "gflkit precompute: notebook 'flower' does not publish its experiment grids (gflkit/papers/flower.py "
      "needs a grids(profile) function); run it with `gflkit notebook`"),
 ]
 COMMANDS = [["notebook", "quickstart"], ["precompute", "fedska"]]
@@ -156,8 +156,8 @@ def test_the_command_refuses_cuda_where_torch_sees_no_gpu(tmp_path):
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_what_the_checks_read_without_importing_is_what_the_code_declares(name):
-    """Profiles, ``grids`` and parameters are read from source (ast, JSON) for speed: they must agree with
-    the imported paper module and with papermill."""
+    """Profiles and ``grids`` are read from gflkit.catalog and parameters from the notebook's JSON, without
+    importing torch: they must agree with the imported paper module and with papermill."""
     papermill = pytest.importorskip("papermill")
     paper = importlib.import_module(f"gflkit.papers.{name}")
     assert profile_names(name) == list(paper.PROFILES) != []

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from gflkit.algorithms import ALGORITHMS, build_algorithm
-from gflkit.communication import FLOAT32_BYTES, Communication, method_communication
+from gflkit.algorithms import method_communication
+from gflkit.communication import FLOAT32_BYTES, Communication
 
 from conftest import make_federation
 from graph_fixtures import make_graph_federation

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from gflkit.cli import main
-from gflkit.executors import WORKER_THREADS
-from gflkit.experiment import RunConfig, run_grid
+from gflkit.executors import WORKER_THREADS, run_grid
+from gflkit.experiment import Run, RunConfig
 from gflkit.notebooks import NOTEBOOK_DIR
 from gflkit.papers.quickstart import PROFILES
 from gflkit.profiles import resolve_profile
@@ -72,20 +72,19 @@ def stored_records(root: Path) -> dict[str, bytes]:
 GRID = small_grid() + small_grid()[:1]  # a run twice in a grid is computed once and returned twice
 
 
-def grid_columns(config: RunConfig) -> dict[str, int]:
-    return {"position": GRID.index(config)}
+RUNS = [Run(config, {"position": GRID.index(config)}) for config in GRID]  # labels travel with each run
 
 
 @pytest.fixture(scope="module")
 def ray_grid(local_ray, tmp_path_factory) -> tuple[Path, pd.DataFrame]:
     """:data:`GRID` computed once on Ray (Ray workers start slowly): its store and records."""
     root = tmp_path_factory.mktemp("ray")
-    return root, run_grid(GRID, store=ResultStore(root), device="cpu", columns=grid_columns, executor="ray")
+    return root, run_grid(RUNS, store=ResultStore(root), device="cpu", executor="ray")
 
 
 def test_ray_stores_byte_identical_records_and_returns_them_in_the_grids_order(ray_grid, worker_threads, tmp_path):
     root, on_ray = ray_grid
-    serial = run_grid(GRID, store=ResultStore(tmp_path), device="cpu", columns=grid_columns)
+    serial = run_grid(RUNS, store=ResultStore(tmp_path), device="cpu")
     assert len(stored_records(root)) == 4
     assert stored_records(root) == stored_records(tmp_path)
     pd.testing.assert_frame_equal(on_ray, serial)
@@ -125,7 +124,7 @@ def test_a_second_invocation_reuses_every_stored_run_without_a_task(local_ray, r
         raise AssertionError("a stored run must not be submitted to Ray")
 
     monkeypatch.setattr(local_ray, "wait", no_task)
-    again = run_grid(GRID, store=ResultStore(root), device="cpu", columns=grid_columns, executor="ray")
+    again = run_grid(RUNS, store=ResultStore(root), device="cpu", executor="ray")
     pd.testing.assert_frame_equal(again, first)
     assert {path: path.stat().st_mtime_ns for path in root.rglob("*") if path.is_file()} == written
 

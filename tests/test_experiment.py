@@ -122,14 +122,18 @@ def test_bad_configs_are_rejected(change, message):
         RunConfig(**{**SMALL, **change})
 
 
-def test_run_grid_concatenates_runs_with_their_columns_and_keeps_artifacts(tmp_path):
-    from gflkit.experiment import run_grid, stored_artifacts
+def test_run_grid_concatenates_runs_with_their_labels_and_keeps_artifacts(tmp_path):
+    from gflkit.executors import run_grid
+    from gflkit.experiment import Run, stored_artifacts
 
     store = ResultStore(tmp_path)
     configs = [RunConfig(**{**SMALL, "method": "fedska", "method_options": {"k": 3}, "partition_options": {"shards_per_client": q}})
                for q in (2, 5)]
-    records = run_grid(configs, store=store, device="cpu", columns=lambda c: {"q": c.partition_options["shards_per_client"]})
-    assert sorted(records["q"].unique()) == [2, 5]
+    records = run_grid([Run(c, {"q": q, "name": f"q{q}"}) for c, q in zip(configs, (2, 5))], store=store, device="cpu")
+    assert records.groupby("q")["name"].unique().map(list).to_dict() == {2: ["q2"], 5: ["q5"]}
+    assert list(records.columns[-2:]) == ["q", "name"], "labels follow the engine's columns, in their order"
+    bare = run_grid(configs[:1], store=store, device="cpu")
+    assert "q" not in bare and bare.equals(records[records["q"] == 2].drop(columns=["q", "name"]).reset_index(drop=True))
     assert len(records) == 2 * 10 * SMALL["rounds"]
     adjacency = stored_artifacts(configs[0], store, "cpu")["adjacency"]
     assert adjacency.shape == (10, 10) and torch.allclose(adjacency, adjacency.T, atol=1e-6)

@@ -19,7 +19,7 @@ def test_fedcg_tables_hold_the_papers_numbers():
 
 def test_the_paper_profile_runs_the_papers_protocol():
     params = resolve_profile(fedcg.PROFILES, "paper")
-    runs = {(c.dataset, fedcg.run_label(c)["variant"]): c for c in fedcg.grids(params)["table5"]}
+    runs = {(run.labels["dataset"], run.labels["variant"]): run.config for run in fedcg.grids(params)["table5"]}
     celeba, femnist = runs[("celeba", "fedavg")], runs[("femnist", "fedavg")]
     assert (celeba.rounds, celeba.clients_per_round, celeba.batch_size, celeba.lr, celeba.local_epochs) == (100, 10, 5, 1e-3, 1)
     assert (femnist.rounds, femnist.clients_per_round, femnist.batch_size, femnist.lr) == (1000, 5, 10, 1e-3)
@@ -36,9 +36,12 @@ def test_the_paper_profile_runs_the_papers_protocol():
 def test_an_override_holds_for_every_dataset_and_table4_rows_map_back():
     params = resolve_profile(fedcg.PROFILES, "ci", overrides={"rounds": 3})
     sections = fedcg.grids(params)
-    assert {c.rounds for c in sections["table5"] + sections["table4"] + sections["table3"]} == {3}
-    assert [fedcg.run_label(c)["setting"] for c in sections["table4"]] == \
+    assert {run.config.rounds for run in sections["table5"] + sections["table4"] + sections["table3"]} == {3}
+    assert [run.labels["setting"] for run in sections["table4"]] == \
         [fedcg.table4_setting(*row) for row in params.sweep["table4"]]
+    assert all(run.labels["variant"] == "fedcg" for run in sections["table4"])
+    fedcg_rows = [run for run in sections["table5"] if run.config.model == "fedcg"]
+    assert fedcg_rows and all(run.labels["setting"] == fedcg.fedcg_setting(run.config.model_options) for run in fedcg_rows)
     with pytest.raises(ValueError, match="unknown section"):
         fedcg.grids(params, ["table6"])
     with pytest.raises(ValueError, match="only FedCG"):
@@ -58,14 +61,15 @@ def test_domains_against_attributes_and_writers():
 
 def test_table3_runs_the_oracle_domains_with_a_fixed_adjacency():
     params = resolve_profile(fedcg.PROFILES, "paper")
-    configs = fedcg.grids(params, ["table3"])["table3"]
-    assert [fedcg.run_label(c)["setting"] for c in configs] == list(fedcg.TABLE3)
+    runs = fedcg.grids(params, ["table3"])["table3"]
+    assert [run.labels["setting"] for run in runs] == list(fedcg.TABLE3)
+    assert {run.labels["variant"] for run in runs} == {"table3"}
+    configs = [run.config for run in runs]
     for config in configs:
         assert config.dataset == "celeba" and config.method_options["adjacency"] == "fixed"
         assert config.data_options["domain_channel"] == list(fedcg.DOMAIN_ATTRIBUTES[:5])
         assert config.model_options["domains"] == "oracle" and config.model_options["num_domains"] == 32
-        assert fedcg.run_label(config)["variant"] == "table3"
-    rows = {fedcg.run_label(c)["setting"]: c.model_options for c in configs}
+    rows = {run.labels["setting"]: run.config.model_options for run in runs}
     assert rows["gcn_H"]["adjacency_init"] == "hamming" and not rows["gcn_H"]["residual"]
     assert rows["fedcg_U_W_relu"]["activation"] == "relu" and rows["fedcg_U_W_relu"]["residual"]
     assert not fedcg.grids(resolve_profile(fedcg.PROFILES, "smoke"), ["table3"])["table3"], "digits have no attributes"
@@ -82,7 +86,7 @@ def test_label_given_domain_is_the_majority_label_accuracy():
 
 def test_table4_kmeans_rows_assign_each_client_its_cluster_and_clf_rows_are_unchanged():
     params = resolve_profile(fedcg.PROFILES, "paper")
-    configs = {fedcg.run_label(c)["setting"]: c for c in fedcg.grids(params, ["table4"])["table4"]}
+    configs = {run.labels["setting"]: run.config for run in fedcg.grids(params, ["table4"])["table4"]}
     kmeans = configs["all-eye-kmeans-3-hard"]
     assert kmeans.method == "fedcg_kmeans" and kmeans.model_options["domains"] == "assigned"
     assert kmeans.method_options["kmeans_epochs"] == 10

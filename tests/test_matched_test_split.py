@@ -10,7 +10,8 @@ import torch
 
 from gflkit.data import SampleDataset
 from gflkit.data.partition import largest_remainder, matched_test_split
-from gflkit.experiment import KEYLESS_DEFAULTS, RunConfig, client_split, matched_test_size
+from gflkit.experiment import RunConfig, client_split, matched_test_size
+from gflkit.options import added_fields
 from gflkit.results import config_key
 
 # A tiny dataset with an official test split: 40 training samples (labels 0..3, 10 each, in blocks) and
@@ -142,7 +143,7 @@ def test_existing_configs_keep_their_stored_keys():
     plain = RunConfig(dataset="digits")
     assert dataclasses.asdict(plain)["test_split"] == "client"
     # the fields stored keys had before (every field but the later-added ones at their defaults)
-    earlier = {name: value for name, value in dataclasses.asdict(plain).items() if name not in KEYLESS_DEFAULTS}
+    earlier = {name: value for name, value in dataclasses.asdict(plain).items() if name not in added_fields(RunConfig)}
     assert "test_split" not in plain.to_dict()
     assert plain.to_dict() == earlier, "the default test_split is left out of the stored configuration"
     assert config_key(RunConfig(dataset="digits", test_split="client").to_dict()) == config_key(plain.to_dict())

@@ -122,7 +122,7 @@ def test_quickstart_ci_profile_on_real_mnist(tmp_path, real_data_root):
 
 
 def test_dataset_available_names_the_missing_file_and_the_fix(tmp_path, monkeypatch):
-    from gflkit.notebooks import dataset_available
+    from gflkit.data import dataset_available
 
     monkeypatch.setenv("GFLKIT_CACHE", str(tmp_path / "cache"))
     available, message = dataset_available("cifar10", tmp_path)
@@ -132,7 +132,7 @@ def test_dataset_available_names_the_missing_file_and_the_fix(tmp_path, monkeypa
 
 
 def test_a_skip_hint_names_the_exact_path_in_the_datasets_own_layout(tmp_path, monkeypatch):
-    from gflkit.notebooks import dataset_available
+    from gflkit.data import dataset_available
 
     monkeypatch.setenv("GFLKIT_CACHE", str(tmp_path / "cache"))
     available, message = dataset_available("cora", tmp_path)

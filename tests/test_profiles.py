@@ -83,7 +83,7 @@ def test_sfl_local_epochs_override_sets_the_runs_and_its_ablation_is_a_separate_
     assert profile.config().local_epochs == 3
     assert sfl.grids(profile, ["table3", "local_epochs"]) == {
         "table3": sfl.grids(profile, ["table3"])["table3"], "local_epochs": []}
-    assert all(c.local_epochs == 3 for c in sfl.grids(profile, ["table3"])["table3"])
+    assert all(run.config.local_epochs == 3 for run in sfl.grids(profile, ["table3"])["table3"])
 
 
 @pytest.mark.parametrize("name", ["smoke", "ci", "paper1", "paper"])
@@ -100,7 +100,9 @@ def test_jgesr_profiles_are_valid_and_follow_the_papers_setting(name):
     assert profile.config(method="cfl").method_options["min_rounds"] == min(20, 2 * config.rounds // 3)
     sections = grids(profile)
     assert len(sections["table1"]) == len(profile.sweep["methods"]) * 2 * len(profile.seeds)
-    assert {c.channel["noise_scale"] for c in sections["figure4"]} == {0.1}
+    assert {run.config.channel["noise_scale"] for run in sections["figure4"]} == {0.1}
+    assert {run.labels["s"] for run in sections["figure4"]} == {0.1}
+    assert [run.labels["missing"] for run in sections["figure4"][::len(profile.seeds)]] == list(profile.sweep["missing"])
     if name.startswith("paper"):  # the paper partitions the official training split
         assert (config.rounds, config.local_epochs, config.pool, config.dataset) == (30, 5, "train", "mnist")
     if name == "paper":
@@ -140,7 +142,10 @@ def test_fedvgae_profiles_are_valid_and_follow_the_papers_setting(name):
 
 
 def test_fedvgae_inputs_are_raw_for_links_and_row_normalised_for_nodes():
-    from gflkit.papers.fedvgae import PROFILES as FEDVGAE_PROFILES, configs
+    from gflkit.papers.fedvgae import PROFILES as FEDVGAE_PROFILES, runs
+
+    def configs(profile, dataset, task):
+        return [run.config for run in runs(profile, dataset, task)]
 
     profile = resolve_profile(FEDVGAE_PROFILES, "ci")
     links, nodes = (configs(profile, "cora", task) for task in ("link_prediction", "node_classification"))
@@ -167,14 +172,17 @@ def test_per_method_protocol_applies_unless_the_caller_names_one():
 
 @pytest.mark.parametrize("name", ["smoke", "ci", "paper1", "paper"])
 def test_fedska_profiles_score_each_method_as_the_authors_code_does(name):
-    from gflkit.papers.fedska import PROFILES as FEDSKA_PROFILES, grids
+    from gflkit.papers.fedska import PROFILES as FEDSKA_PROFILES, VARIANTS, grids
 
     profile = resolve_profile(FEDSKA_PROFILES, name)
     protocols = {m: profile.protocol(m) for m in profile.sweep["methods"]}
     assert protocols == {"fedavg": "server", "fedprox": "server", "fedu": "server", "local": "local",
                          "ditto": "local", "ifca": "local", "sfl": "local", "fedska": "local"}
     sections = grids(profile)
-    assert all(c.evaluate == protocols[c.method] for configs in sections.values() for c in configs)
+    assert all(run.config.evaluate == protocols[run.config.method] for runs in sections.values() for run in runs)
+    assert all(run.labels["q"] == run.config.partition_options["shards_per_client"]
+               for runs in sections.values() for run in runs)
+    assert [run.labels["setting"] for run in sections["table3"]][::len(profile.seeds)] == list(VARIANTS)
     if name in ("paper1", "paper"):
         assert profile.config().rounds == 200 and profile.config().model == "mclr"
     if name == "paper1":

@@ -75,7 +75,8 @@ def test_artifacts_saved_on_a_gpu_load_on_a_machine_without_one(tmp_path, monkey
 
 TWO_WRITERS = """
 import sys
-from gflkit.experiment import RunConfig, run_grid
+from gflkit.executors import run_grid
+from gflkit.experiment import RunConfig
 from gflkit.results import ResultStore
 
 configs = [RunConfig(dataset="digits", num_clients=4, method=m, rounds=6, seed=s, partition="iid") for m in ("fedavg", "local") for s in (0, 1)]

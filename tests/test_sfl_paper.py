@@ -8,28 +8,30 @@ from gflkit.papers import sfl
 from gflkit.profiles import resolve_profile
 
 
-def test_every_variant_maps_back_to_its_row():
+def test_every_variant_runs_its_method_and_options_and_is_labelled_with_its_row():
     params = resolve_profile(sfl.PROFILES, "smoke")
-    for label in sfl.VARIANTS:
-        assert sfl.variant_of(sfl.variant_config(params, label, 0))["variant"] == label
+    for label, (method, options) in sfl.VARIANTS.items():
+        run = sfl.labelled(sfl.variant_config(params, label, 0), label)
+        assert run.labels == {"variant": label, "reading": "—" if method != "sfl" else "paper", "dataset": "digits"}
+        assert run.config.method == method and options.items() <= run.config.method_options.items()
     star = sfl.variant_config(params, "sfl_star", 0)
     assert star.method == "sfl" and star.method_options["graph"] == "learned"
     assert (star.method_options["smoothing"], star.method_options["learn_target"], star.method_options["learn_k"]) == \
         ("given", "distance", 30), "SFL* is the authors' graph_v3 by default"
-    assert [sfl.variant_of(sfl.variant_config(params, v, 0))["variant"] for v in ("sfl_star_v2", "sfl_star_cross")] == \
-        ["sfl_star_v2", "sfl_star_cross"]
+    v2, cross = (sfl.variant_config(params, v, 0) for v in ("sfl_star_v2", "sfl_star_cross"))
+    assert (v2.method_options["smoothing"], cross.method_options["smoothing"]) == ("none", "previous")
 
 
 def test_readings_name_the_local_step_and_the_graph_mixing_section_runs_both():
     params = resolve_profile(sfl.PROFILES, "ci")
     runs = sfl.grids(params, ["graph_mixing"])["graph_mixing"]
-    labels = [(sfl.variant_of(c)["variant"], sfl.variant_of(c)["reading"]) for c in runs]
+    labels = [(run.labels["variant"], run.labels["reading"]) for run in runs]
     assert labels == [(v, r) for r in ("paper", "authors_code") for v in sfl.MIXINGS]
-    code = runs[len(sfl.MIXINGS)]
+    code = runs[len(sfl.MIXINGS)].config
     assert (code.method_options["start"], code.method_options["regulariser"]) == ("global", "detached")
-    table3 = {sfl.variant_of(c)["variant"]: c for c in sfl.grids(params, ["table3"])["table3"]}
+    table3 = {run.labels["variant"]: run for run in sfl.grids(params, ["table3"])["table3"]}
     assert runs[0] == table3["sfl"] and runs[1] == table3["sfl_star"], "the paper reading's rows are Table 3's runs"
-    assert sfl.variant_of(sfl.variant_config(params, "fedavg", 0))["reading"] == "—"
+    assert table3["fedavg"].labels["reading"] == "—"
     mixed = sfl.variant_config(params, "sfl", 0, method_options={"start": "global"})
     assert sfl.reading_of(mixed) == "custom"
     bad = resolve_profile(sfl.PROFILES, "ci", overrides={"readings": ["paper", "code"]})
@@ -41,10 +43,12 @@ def test_grids_are_the_notebooks_sections_and_reject_unknown_ones():
     params = resolve_profile(sfl.PROFILES, "ci", seeds=[0, 1])
     sections = sfl.grids(params)
     assert set(sections) == set(sfl.SECTIONS)
-    assert [sfl.variant_of(c)["variant"] for c in sections["table3"][:6]] == list(sfl.TABLE3)
-    assert {c.seed for c in sections["table4"]} == {0, 1}
-    assert [(c.rounds, c.local_epochs) for c in sections["frequency"][:2]] == [(5, 2), (10, 1)]
-    assert [c.method_options["learn_steps"] for c in sections["learn_steps"][:3]] == [0, 10, 50]
+    assert [run.labels["variant"] for run in sections["table3"][:6]] == list(sfl.TABLE3)
+    assert {run.config.seed for run in sections["table4"]} == {0, 1}
+    assert [(run.config.rounds, run.config.local_epochs) for run in sections["frequency"][:2]] == [(5, 2), (10, 1)]
+    assert [run.labels["rounds"] for run in sections["frequency"][:2]] == [5, 10]
+    assert [run.labels["learn_steps"] for run in sections["learn_steps"][:3]] == [0, 10, 50]
+    assert [run.config.method_options["learn_steps"] for run in sections["learn_steps"][:3]] == [0, 10, 50]
     with pytest.raises(ValueError, match=re.escape("unknown section(s) ['table9']")):
         sfl.grids(params, ["table9"])
     bad = resolve_profile(sfl.PROFILES, "smoke", overrides={"table3": ["fedavg", "sfl_plus"]})

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from gflkit.experiment import KEYLESS_DEFAULTS, RunConfig
+from gflkit.experiment import RunConfig
+from gflkit.options import added_fields
 from gflkit.federation import Federation
 from gflkit.models import build_model
 from gflkit.results import config_key
@@ -214,7 +215,7 @@ def test_run_config_passes_the_schedule_and_nesterov_and_stores_them_as_json():
     # the defaults leave the dict, hence the stored key of earlier runs, as they were
     plain = RunConfig(**base)
     assert "nesterov" not in plain.to_dict() and "lr_schedule" not in plain.to_dict()
-    assert KEYLESS_DEFAULTS["nesterov"] is False and KEYLESS_DEFAULTS["lr_schedule"] is None
+    assert added_fields(RunConfig)["nesterov"] is False and added_fields(RunConfig)["lr_schedule"] is None
     assert RunConfig(**plain.to_dict()) == plain
     assert plain.train_config() == TrainConfig(1, 32, 0.01, 0.9)
     with pytest.raises(ValueError, match="lr_schedule must start at epoch 0"):

@@ -1,7 +1,7 @@
 """Federated methods, one module each, registered by name."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gflkit.algorithms.base import Algorithm
 from gflkit.algorithms.cfl import CFL
@@ -26,6 +26,10 @@ from gflkit.algorithms.moon import MOON
 from gflkit.algorithms.pfedgraph import PFedGraph
 from gflkit.algorithms.scaffold import Scaffold
 from gflkit.algorithms.sfl import SFL
+from gflkit.communication import Communication
+
+if TYPE_CHECKING:
+    from gflkit.federation import Federation
 
 ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
     Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA, CFL, FedAMP, PFedGraph, JGESR, JGESRExtrapolated, TwoStep, MOON, FedVGAE,
@@ -40,8 +44,19 @@ def build_algorithm(name: str, **options: Any) -> Algorithm:
     return ALGORITHMS[name](**options)
 
 
+def method_communication(fed: "Federation", name: str, **options: Any) -> Communication:
+    """The :class:`~gflkit.communication.Communication` of method ``name`` with ``options`` on ``fed``.
+
+    Builds the method and runs its :meth:`~gflkit.algorithms.base.Algorithm.setup` on ``fed`` (which sets
+    the federation's server state): pass a federation built for this count, not one mid-run.
+    """
+    algorithm = build_algorithm(name, **options)
+    algorithm.setup(fed)
+    return algorithm.communication(fed)
+
+
 __all__ = [
-    "Algorithm", "ALGORITHMS", "build_algorithm",
+    "Algorithm", "ALGORITHMS", "build_algorithm", "method_communication",
     "FedAvg", "FedProx", "Local", "Ditto", "IFCA", "FedU", "SFL", "FedSKA", "CFL", "FedAMP", "PFedGraph",
     "JGESR", "JGESRExtrapolated", "TwoStep", "MOON", "FedVGAE", "GCFLPlus", "FedSage", "FedPub", "FedAtt", "FedPer", "LGFedAvg", "Scaffold", "FedCG", "FedCGKMeans",
 ]

@@ -24,7 +24,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "gflkit.data.dataset": ("SampleDataset",),
     "gflkit.data.registry": (
         "ChecksumError", "DataError", "DatasetNotFoundError", "DatasetSpec", "DownloadError", "FileStatus",
-        "RawFile", "UnknownDatasetError", "cache_dir", "clean_cache", "data_root", "dataset_names",
+        "RawFile", "UnknownDatasetError", "cache_dir", "clean_cache", "data_root",
+        "dataset_available", "dataset_names",
         "fetch_dataset", "get_spec", "load_dataset", "load_graph", "register", "registered", "sha256_file",
         "verify_dataset",
     ),

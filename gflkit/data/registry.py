@@ -467,6 +467,24 @@ def verify_dataset(name: str, root: str | Path | None = None, *, full: bool = Tr
         index.save()
 
 
+def dataset_available(name: str, root: str | Path | None = None, group: str | None = None) -> tuple[bool, str]:
+    """Whether every raw file of dataset ``name`` (optionally one variant ``group``) is present and
+    verified under the data root, with a sentence for the notebook saying so — or naming the missing
+    file and how to get it."""
+    statuses = verify_dataset(name, root, full=False, group=group)
+    bad = [status for status in statuses if not status.ok]
+    where = data_root(root)
+    if not bad:
+        return True, f"{name}: {len(statuses)} raw file(s) present and verified under {where}"
+    first = bad[0]
+    expected = first.path.relative_to(where) if first.path.is_relative_to(where) else first.path
+    return False, (
+        f"{name}: section skipped: {first.path} is {first.state} ({len(bad)} of {len(statuses)} files "
+        f"unavailable under {where}). To run it, download the data with `gflkit data fetch {name}` "
+        f"(needs internet) or set GFLKIT_DATA to a folder holding {expected}."
+    )
+
+
 # ------------------------------------------------------------------------------------------- download
 def _offline() -> bool:
     return os.environ.get(ENV_OFFLINE, "").strip().lower() not in ("", "0", "false", "no")

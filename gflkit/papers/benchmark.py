@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from gflkit.experiment import Run
 from gflkit.papers import fedska, jgesr, sfl
 from gflkit.papers.comparison import Scoring, best_other_per_group
 from gflkit.papers.ranking import average_ranks, friedman, nemenyi_critical_difference, separated_pairs
@@ -136,33 +137,18 @@ def method_config(params: Profile, label: str, setting: str, seed: int, **change
     return params.config(method=method, method_options=dict(options), seed=seed, **fields)
 
 
-def _matches(config: Any, fields: Mapping[str, Any]) -> bool:
-    """Whether ``config`` has the setting's ``fields`` (the channel compared on the entries it names)."""
-    return all({k: config.channel[k] for k in value} == value if key == "channel" else getattr(config, key) == value
-               for key, value in fields.items())
+def method_run(params: Profile, label: str, setting: str, seed: int, **changes: Any) -> Run:
+    """:func:`method_config` labelled with its row (``variant``) and column (``setting``)."""
+    return Run(method_config(params, label, setting, seed, **changes), {"variant": label, "setting": setting})
 
 
-def labels_of(config: Any) -> dict[str, str]:
-    """``{"variant": method label, "setting": setting}`` of a benchmark run (for ``run_grid(columns=...)``)."""
-    setting = next((name for name, fields in SETTINGS.items() if _matches(config, fields)), None)
-    if setting is None:
-        raise ValueError(f"run {config.partition} {config.partition_options} {config.channel} is none of the "
-                         "benchmark's settings")
-    if config.method == "sfl":
-        return {"variant": sfl.variant_of(config)["variant"], "setting": setting}
-    label = next((label for label, (method, _) in METHODS.items() if method == config.method), None)
-    if label is None:
-        raise ValueError(f"run {config.method} is none of the benchmark's methods")
-    return {"variant": label, "setting": setting}
-
-
-def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list]:
-    """The run configs of the notebook (``gflkit precompute benchmark``): every method in every setting and
+def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list[Run]]:
+    """The runs of the notebook (``gflkit precompute benchmark``): every method in every setting and
     seed. ``data_root`` is unused (every setting runs on the base dataset)."""
     chosen = chosen_sections(sections, SECTIONS)
     methods = known_names(params.sweep["variants"], METHODS, "method")
     settings = known_names(params.sweep["settings"], SETTINGS, "setting")
-    runs = [method_config(params, m, s, seed) for s in settings for m in methods for seed in params.seeds]
+    runs = [method_run(params, m, s, seed) for s in settings for m in methods for seed in params.seeds]
     return {name: runs for name in chosen}
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from gflkit.experiment import Run
 from gflkit.profiles import Profile, chosen_sections
 
 #: Table label → (method, method options); FedCG's network is chosen per dataset (:data:`FEDCG_MODEL`).
@@ -188,22 +189,46 @@ def table3_config(params: Profile, row: str, seed: int):
     return params.config(method="fedcg", method_options={"adjacency": "fixed"}, seed=seed, **fields)
 
 
-def table3_row(model_options: dict[str, Any]) -> str:
-    """The Table 3 row a FedCG network with oracle domains belongs to."""
-    return next(row for row, options in TABLE3.items()
-                if all(model_options.get(k) == v for k, v in options.items()))
+def fedcg_setting(model_options: dict[str, Any]) -> str:
+    """The Table 4 setting (:func:`table4_setting`) a FedCG network's options describe."""
+    o = model_options
+    clusters = "kmeans" if o.get("domains") == "assigned" else "clf"
+    return table4_setting(o["layers"], o.get("adjacency_init", "eye"), clusters, o["num_domains"],
+                          o.get("test_domains", "soft"))
 
 
-def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list]:
-    """The run configs of each section (``gflkit precompute fedcg``): Table 5 (every variant on every dataset;
+def variant_run(params: Profile, label: str, dataset: str, seed: int) -> Run:
+    """:func:`variant_config` labelled with its ``dataset`` and ``variant`` and, for FedCG's network, the Table 4
+    ``setting`` its options describe."""
+    config = variant_config(params, label, dataset, seed)
+    labels = {"dataset": dataset, "variant": label}
+    if config.model == "fedcg":
+        labels["setting"] = fedcg_setting(config.model_options)
+    return Run(config, labels)
+
+
+def table4_run(params: Profile, row: Sequence[Any], seed: int) -> Run:
+    """:func:`table4_config` labelled as a FedCG run (``variant``) with its Table 4 ``setting``."""
+    config = table4_config(params, row, seed)
+    return Run(config, {"dataset": config.dataset, "variant": "fedcg", "setting": fedcg_setting(config.model_options)})
+
+
+def table3_run(params: Profile, row: str, seed: int) -> Run:
+    """:func:`table3_config` labelled ``variant`` ``table3`` with its ``setting``, the row."""
+    config = table3_config(params, row, seed)
+    return Run(config, {"dataset": config.dataset, "variant": "table3", "setting": row})
+
+
+def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list[Run]]:
+    """The runs of each section (``gflkit precompute fedcg``): Table 5 (every variant on every dataset;
     its FedAvg runs are Table 2's), Table 4 (FedCG's clustering and layer ablation on CelebA) and Table 3
     (oracle attribute domains on CelebA)."""
     chosen = chosen_sections(sections, SECTIONS)
     makers = {
-        "table5": lambda: [variant_config(params, v, d, s) for d in params.sweep["datasets"] for s in params.seeds
+        "table5": lambda: [variant_run(params, v, d, s) for d in params.sweep["datasets"] for s in params.seeds
                            for v in params.sweep["table5"]],
-        "table4": lambda: [table4_config(params, row, s) for s in params.seeds for row in params.sweep["table4"]],
-        "table3": lambda: [table3_config(params, row, s) for s in params.seeds for row in params.sweep["table3"]],
+        "table4": lambda: [table4_run(params, row, s) for s in params.seeds for row in params.sweep["table4"]],
+        "table3": lambda: [table3_run(params, row, s) for s in params.seeds for row in params.sweep["table3"]],
     }
     return {section: makers[section]() for section in chosen}
 
@@ -289,21 +314,3 @@ def writer_concentration(domains: Any, users: Any) -> Any:
               for u in users.unique().tolist()]
     return pd.Series({"clients": len(shares), "mean share in own top domain": sum(shares) / len(shares),
                       "largest domain's overall share": overall})
-
-
-def run_label(config: Any) -> dict[str, Any]:
-    """Per-run columns of a grid (``run_grid(columns=...)``): the dataset, the table variant and, for FedCG,
-    its Table 4 setting (Table 3's runs: variant ``table3``, setting the row)."""
-    method = "fedcg" if config.method == "fedcg_kmeans" else config.method
-    label = next(v for v, (name, _) in VARIANTS.items() if name == method)
-    columns = {"dataset": config.dataset, "variant": label}
-    if method == "fedcg":
-        o = config.model_options
-        if o.get("domains") == "oracle":
-            return {**columns, "variant": "table3", "setting": table3_row(o)}
-        columns["variant"] = next((variant for variant, changes in FEDCG_VARIANT_MODEL.items()
-                                   if changes and all(o.get(k) == v for k, v in changes.items())), "fedcg")
-        clusters = "kmeans" if o.get("domains") == "assigned" else "clf"
-        columns["setting"] = table4_setting(o["layers"], o.get("adjacency_init", "eye"), clusters, o["num_domains"],
-                                            o.get("test_domains", "soft"))
-    return columns

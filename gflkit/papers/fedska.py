@@ -16,16 +16,16 @@ epoch, the personal models of Separate, Ditto, SFL (before the graph aggregation
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from gflkit import metrics
-from gflkit.experiment import RunConfig
+from gflkit.experiment import Run, RunConfig
 from gflkit.papers import Claim, check_claim, claims_table, standing
 from gflkit.papers.comparison import (Scoring, best_other_per_group, compare, compare_per_group,
                                       compare_with_best_other, every)
-from gflkit.profiles import Profile
+from gflkit.profiles import Profile, chosen_sections, known_names
 
 METHODS = ("local", "fedavg", "fedprox", "ditto", "ifca", "fedu", "sfl", "fedska")
 PROTOCOL = {method: {"evaluate": protocol} for method, protocol in {
@@ -120,53 +120,73 @@ def shards_config(params: Profile, method: str, q: int, seed: int, partition: st
                          method_options=method_options)
 
 
-def variant_of(config: RunConfig) -> str:
-    """The Table 3 row a FedSKA run belongs to."""
-    options = config.method_options
-    if options["weight"] == 0:
-        return "no_structure_term"
-    if options["graph"] == "given":
-        return "given_graph"
-    return "learned_graph" if options["init_graph"] == "given" else "learned_graph_features_init"
+def shards_run(params: Profile, method: str, q: int, seed: int, partition: str = "shards",
+               labels: Mapping[str, Any] | None = None, **method_options: Any) -> Run:
+    """:func:`shards_config` labelled with its ``q`` and any further ``labels``."""
+    return Run(shards_config(params, method, q, seed, partition, **method_options), {"q": q, **(labels or {})})
 
 
-def table1_grid(params: Profile) -> list[RunConfig]:
+def table1_grid(params: Profile) -> list[Run]:
     """Table 1's MNIST block: every method at every shard setting and seed."""
     sweep = params.sweep
-    return [shards_config(params, m, q, s) for q in sweep["shards"] for m in sweep["methods"] for s in params.seeds]
+    return [shards_run(params, m, q, s) for q in sweep["shards"] for m in sweep["methods"] for s in params.seeds]
 
 
-def table3_grid(params: Profile) -> list[RunConfig]:
-    """Table 3: FedSKA's graph variants (:data:`VARIANTS`) at the ablation's shard settings."""
-    return [shards_config(params, "fedska", q, s, **options) for options in VARIANTS.values()
-            for q in params.sweep["ablation_shards"] for s in params.seeds]
+def table3_grid(params: Profile) -> list[Run]:
+    """Table 3: FedSKA's graph variants (:data:`VARIANTS`, label ``setting``) at the ablation's shard settings."""
+    return [shards_run(params, "fedska", q, s, labels={"setting": variant}, **options)
+            for variant, options in VARIANTS.items() for q in params.sweep["ablation_shards"] for s in params.seeds]
 
 
-def k_grid(params: Profile) -> list[RunConfig]:
-    """Figure 4: FedSKA over the number of neighbours k."""
+def k_grid(params: Profile) -> list[Run]:
+    """Figure 4: FedSKA over the number of neighbours k (label ``k``)."""
     sweep = params.sweep
-    return [shards_config(params, "fedska", q, s, k=k) for k in sweep["ks"] for q in sweep["k_shards"] for s in params.seeds]
+    return [shards_run(params, "fedska", q, s, labels={"k": k}, k=k)
+            for k in sweep["ks"] for q in sweep["k_shards"] for s in params.seeds]
 
 
-def overlap_grid(params: Profile) -> list[RunConfig]:
-    """The overlap section: the same methods on disjoint shards and on the authors' overlapping allocation."""
+def overlap_grid(params: Profile) -> list[Run]:
+    """The overlap section: the same methods on disjoint shards and on the authors' overlapping allocation
+    (label ``partition``)."""
     sweep = params.sweep
-    return [shards_config(params, m, q, s, partition=partition) for partition in ("shards", "shards_overlapping")
+    return [shards_run(params, m, q, s, partition=partition, labels={"partition": partition})
+            for partition in ("shards", "shards_overlapping")
             for q in sweep["overlap_shards"] for m in sweep["overlap_methods"] for s in params.seeds]
 
 
 SECTIONS = {"table1": table1_grid, "table3": table3_grid, "k": k_grid, "overlap": overlap_grid}
 
 
-def grids(params: Profile, sections: Sequence[str] | None = None) -> dict[str, list[RunConfig]]:
-    """The MNIST runs of the notebook's ``sections`` (all by default) for a resolved profile.
+def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list[Run]]:
+    """The MNIST runs of the notebook's ``sections`` (all by default) for a resolved profile. ``data_root``
+    is unused (MNIST is every section's dataset; the other datasets are :func:`extra_runs`).
 
     Runs shared between sections are the same config, hence computed once.
     """
-    unknown = sorted(set(sections or ()) - set(SECTIONS))
-    if unknown:
-        raise ValueError(f"unknown section(s) {unknown}; the FedSKA notebook has {sorted(SECTIONS)}")
-    return {name: SECTIONS[name](params) for name in (sections or SECTIONS)}
+    return {name: SECTIONS[name](params) for name in chosen_sections(sections, list(SECTIONS))}
+
+
+def extra_config(params: Profile, name: str, method: str, seed: int, q: int | None = None) -> RunConfig:
+    """The run of ``method`` on the paper's other dataset ``name`` (:data:`EXTRA_DATASETS`, merged over the
+    profile's base, with :data:`EXTRA_METHOD_OPTIONS`), on ``q`` label shards where it is partitioned by shards."""
+    changes = dict(EXTRA_DATASETS[name], method=method, seed=seed,
+                   method_options=EXTRA_METHOD_OPTIONS[name].get(method, {}))
+    if q is not None:
+        changes["partition_options"] = {"shards_per_client": q}
+    return params.config(**changes)
+
+
+def extra_runs(params: Profile) -> dict[str, list[Run]]:
+    """Every method on each of the profile's ``extra_datasets`` (at every shard setting where the dataset is
+    cut into shards), labelled ``setting`` as Table 1 names it (``shards_2``, ``natural``)."""
+    sweep = params.sweep
+
+    def runs(name: str) -> list[Run]:
+        shards = EXTRA_DATASETS[name]["partition"] == "shards"
+        return [Run(extra_config(params, name, m, s, q), {"setting": f"shards_{q}" if shards else "natural"})
+                for q in (sweep["shards"] if shards else [None]) for m in sweep["methods"] for s in params.seeds]
+
+    return {name: runs(name) for name in known_names(sweep["extra_datasets"], EXTRA_DATASETS, "extra dataset")}
 
 
 def final_score_claims(records: pd.DataFrame, ablation: pd.DataFrame, ran: Sequence[str],

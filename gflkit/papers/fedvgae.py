@@ -51,8 +51,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from gflkit.experiment import RunConfig
-from gflkit.profiles import Profile
+from gflkit.experiment import Run
+from gflkit.profiles import Profile, chosen_sections
 
 METHODS = ("local", "fedavg", "fedprox", "moon", "gcfl", "fedsage", "fedpub", "fedvgae")
 BASE = dict(num_clients=10, partition="louvain", model="vgae", task="link_prediction", evaluate="local",
@@ -114,16 +114,19 @@ PROFILES = {
 }
 
 
-def configs(params: Profile, dataset: str, task: str,
-            settings: Mapping[str, tuple[str, Mapping[str, Any]]] | None = None) -> list[RunConfig]:
+def runs(params: Profile, dataset: str, task: str,
+         settings: Mapping[str, tuple[str, Mapping[str, Any]]] | None = None) -> list[Run]:
     """Every seed of every sweep method on ``dataset`` for ``task`` — or, with ``settings``
-    (``{name: (method, method_options)}``), of each named option set — as the notebook runs them."""
+    (``{name: (method, method_options)}``), of each named option set — as the notebook runs them, labelled
+    with the ``dataset`` (and the option set's name as ``setting``)."""
+    named = settings is not None
     if settings is None:
         settings = {method: (method, {}) for method in params.sweep["methods"]}
     data_options = {**DATA_OPTIONS[task], **params.base.get("data_options", {})}  # a profile override wins
-    return [params.config(dataset=dataset, task=task, data_options=data_options, method=method,
-                          method_options=dict(options), seed=seed)
-            for method, options in settings.values() for seed in params.seeds]
+    return [Run(params.config(dataset=dataset, task=task, data_options=data_options, method=method,
+                              method_options=dict(options), seed=seed),
+                {"dataset": dataset, **({"setting": name} if named else {})})
+            for name, (method, options) in settings.items() for seed in params.seeds]
 
 
 def lambda_options(params: Profile) -> dict[str, dict[str, float]]:
@@ -136,31 +139,34 @@ def phi_options(params: Profile) -> dict[str, dict[str, float]]:
     return {f"phi_{phi}": {"phi": float(phi)} for phi in params.sweep["phis"]}
 
 
-def _main_table(params: Profile, present: Sequence[str], datasets: str, task: str) -> list[RunConfig]:
-    runs = [c for name in params.sweep[datasets] if name in present for c in configs(params, name, task)]
-    return sorted(runs, key=lambda c: c.seed)  # seed-major: a first seed of every cell comes first
+def _main_table(params: Profile, present: Sequence[str], datasets: str, task: str) -> list[Run]:
+    table = [run for name in params.sweep[datasets] if name in present for run in runs(params, name, task)]
+    return sorted(table, key=lambda run: run.config.seed)  # seed-major: a first seed of every cell comes first
 
 
-def share_configs(params: Profile, present: Sequence[str], task: str) -> list[RunConfig]:
-    """Table 5's runs for ``task``: every :data:`SHARE_SETTINGS` on every present ``share_datasets`` graph."""
-    return [c for name in params.sweep["share_datasets"] if name in present
-            for c in configs(params, name, task, SHARE_SETTINGS)]
+def share_runs(params: Profile, present: Sequence[str], task: str) -> list[Run]:
+    """Table 5's runs for ``task``: every :data:`SHARE_SETTINGS` on every present ``share_datasets`` graph,
+    labelled with the ``dataset`` and what is shared (``setting``: ``encoder``, ``first_layer``, ``all``)."""
+    return [Run(run.config, {"dataset": name, "setting": options["share"]})
+            for name in params.sweep["share_datasets"] if name in present
+            for setting, (method, options) in SHARE_SETTINGS.items()
+            for run in runs(params, name, task, {setting: (method, options)})]
 
 
 def _ablation(params: Profile, present: Sequence[str], tasks: Sequence[str],
-              options: Mapping[str, Mapping[str, Any]]) -> list[RunConfig]:
+              options: Mapping[str, Mapping[str, Any]]) -> list[Run]:
     dataset = params.sweep["ablation_dataset"][0]
     if dataset not in present:
         return []
     settings = {name: ("fedvgae", values) for name, values in options.items()}
-    return [c for task in tasks for c in configs(params, dataset, task, settings)]
+    return [run for task in tasks for run in runs(params, dataset, task, settings)]
 
 
 SECTIONS = {
     "table3": lambda params, present: _main_table(params, present, "link_datasets", "link_prediction"),
     "table4": lambda params, present: _main_table(params, present, "node_datasets", "node_classification"),
-    "table5": lambda params, present: [c for task in ("link_prediction", "node_classification")
-                                       for c in share_configs(params, present, task)],
+    "table5": lambda params, present: [run for task in ("link_prediction", "node_classification")
+                                       for run in share_runs(params, present, task)],
     "table6": lambda params, present: _ablation(params, present, ("link_prediction",), COMPONENTS),
     "tables7_8": lambda params, present: _ablation(params, present, ("link_prediction",),
                                                    {**lambda_options(params), **phi_options(params)}),
@@ -168,20 +174,17 @@ SECTIONS = {
 
 
 def grids(params: Profile, sections: Sequence[str] | None = None,
-          data_root: str | Path | None = None) -> dict[str, list[RunConfig]]:
+          data_root: str | Path | None = None) -> dict[str, list[Run]]:
     """The runs of the notebook's Tables 3–8 (``sections``, all by default) for a resolved profile,
     on the registered datasets whose raw files are present under ``data_root`` (the notebook skips the others
     too)."""
-    from gflkit.data import dataset_names
-    from gflkit.notebooks import dataset_available
+    from gflkit.data import dataset_available, dataset_names
 
-    unknown = sorted(set(sections or ()) - set(SECTIONS))
-    if unknown:
-        raise ValueError(f"unknown section(s) {unknown}; the FedVGAE notebook precomputes {sorted(SECTIONS)}")
+    chosen = chosen_sections(sections, list(SECTIONS))
     names = {*params.sweep["link_datasets"], *params.sweep["node_datasets"], *params.sweep["ablation_dataset"],
              *params.sweep["share_datasets"]}
     present = [name for name in names if name in dataset_names() and dataset_available(name, data_root)[0]]
-    return {name: SECTIONS[name](params, present) for name in (sections or SECTIONS)}
+    return {name: SECTIONS[name](params, present) for name in chosen}
 
 
 CLIENT_COLUMNS = ["section", "dataset", "method", "task", "setting", "seed", "client", "round", "auc", "ap", "accuracy"]
@@ -261,7 +264,7 @@ def stored_main_clients(profile: str, seeds: Sequence[int], store: Any, data_roo
     """:func:`reported_clients` of ``sections`` (Tables 3 and 4 by default) for ``seeds`` of ``profile``, read
     from ``store`` (runs missing there are computed) — the rows a later session appends to the committed
     ``clients.csv`` before :func:`decide_from_clients`."""
-    from gflkit.experiment import run_grid
+    from gflkit.executors import run_grid
     from gflkit.profiles import resolve_profile
 
     tasks = {"table3": "link_prediction", "table4": "node_classification"}
@@ -269,7 +272,6 @@ def stored_main_clients(profile: str, seeds: Sequence[int], store: Any, data_roo
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; stored_main_clients reads {sorted(tasks)}")
     params = resolve_profile(PROFILES, profile, seeds=list(seeds))
-    runs = grids(params, list(sections), data_root)
-    return reported_clients({section: (run_grid(runs[section], data_root, store, device,
-                                                columns=lambda config: {"dataset": config.dataset}), tasks[section])
+    sections_runs = grids(params, list(sections), data_root)
+    return reported_clients({section: (run_grid(sections_runs[section], data_root, store, device), tasks[section])
                              for section in sections})

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from gflkit.profiles import Profile, chosen_sections
+from gflkit.experiment import Run
+from gflkit.profiles import Profile, chosen_sections, known_names
 
 #: the paper's seven methods, then ``pdca_e`` — PDCA with extrapolation and backtracking (pDCAe), our
 #: earlier deviation from Algorithm 1, kept as its own row so the two solvers can be compared
@@ -83,24 +84,33 @@ def channel_config(params: Profile, method: str, s: float, seed: int, missing: f
     return params.config(method=method, channel={"noise_scale": s, "missing_rate": missing}, seed=seed, **changes)
 
 
-def channel_of(config: Any) -> dict[str, float]:
-    """The record columns ``s`` and ``missing`` of a run."""
-    return {"s": config.channel["noise_scale"], "missing": config.channel["missing_rate"]}
+def channel_run(params: Profile, method: str, s: float, seed: int, missing: float = 0.0, **changes: Any) -> Run:
+    """:func:`channel_config` labelled with its record columns ``s`` and ``missing``."""
+    config = channel_config(params, method, s, seed, missing, **changes)
+    return Run(config, {"s": config.channel["noise_scale"], "missing": config.channel["missing_rate"]})
 
 
-def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list]:
-    """The run configs of each notebook section (``gflkit precompute jgesr``): Table 1 (every method at every
+def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list[Run]]:
+    """The runs of each notebook section (``gflkit precompute jgesr``): Table 1 (every method at every
     noise level) and Figure 4 (PDCA at s = 0.1 and each missing rate). ``data_root`` is unused: both
     sections run on the base dataset."""
     chosen = chosen_sections(sections, SECTIONS)
     sweep, seeds = params.sweep, params.seeds
     makers = {
-        "table1": lambda: [channel_config(params, m, s, seed) for s in sweep["noise"] for m in sweep["methods"]
+        "table1": lambda: [channel_run(params, m, s, seed) for s in sweep["noise"] for m in sweep["methods"]
                            for seed in seeds],
-        "figure4": lambda: [channel_config(params, "pdca", 0.1, seed, missing=r) for r in sweep["missing"]
+        "figure4": lambda: [channel_run(params, "pdca", 0.1, seed, missing=r) for r in sweep["missing"]
                             for seed in seeds],
     }
     return {name: makers[name]() for name in chosen}
+
+
+def extra_runs(params: Profile) -> dict[str, list[Run]]:
+    """Table 1 on each of the profile's ``extra_datasets`` (:data:`EXTRA_DATASETS`), which run when present."""
+    sweep = params.sweep
+    names = known_names(sweep["extra_datasets"], EXTRA_DATASETS, "extra dataset")
+    return {name: [channel_run(params, m, s, seed, **EXTRA_DATASETS[name]) for s in sweep["noise"]
+                   for m in sweep["methods"] for seed in params.seeds] for name in names}
 
 
 def final_score_claims(records: Any, ran: Sequence[str], profile: str) -> list[Any]:

@@ -7,11 +7,15 @@ Local on each client's model after its local training.
 """
 from __future__ import annotations
 
+from typing import Any, Sequence
+
+from gflkit.experiment import Run
 from gflkit.papers.fedska import PROTOCOL
-from gflkit.profiles import Profile
+from gflkit.profiles import Profile, chosen_sections
 
 METHODS = ("local", "fedavg", "fedprox")
 SHARDS = (2, 5, 10)
+SECTIONS = ("shards",)
 
 PROFILES = {
     # digits ships inside scikit-learn: no files, no network, about a minute on a laptop.
@@ -42,3 +46,11 @@ PROFILES = {
         method_config=PROTOCOL,
     ),
 }
+
+
+def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list[Run]]:
+    """The notebook's runs (``gflkit precompute quickstart``): every method at every shard setting ``q``
+    (label ``q``) and seed. ``data_root`` is unused."""
+    runs = [Run(params.config(method=method, partition_options={"shards_per_client": q}, seed=seed), {"q": q})
+            for q in params.sweep["shards"] for method in params.sweep["methods"] for seed in params.seeds]
+    return {name: runs for name in chosen_sections(sections, SECTIONS)}

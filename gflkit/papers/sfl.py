@@ -32,6 +32,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from gflkit.experiment import Run
 from gflkit.profiles import Profile, chosen_sections, known_names
 
 #: Table label → (method, method options).
@@ -148,14 +149,6 @@ def variant_config(params: Any, label: str, seed: int, **changes: Any):
     return params.config(method=method, method_options=merged, seed=seed, **changes)
 
 
-def _marks_match(options: dict[str, Any], marks: dict[str, Any]) -> bool:
-    """Whether SFL ``options`` are the variant ``marks``': the graph's kind, SFL*'s mixing and ``share``."""
-    learned = options.get("graph") == "learned"
-    return (learned == (marks.get("graph") == "learned")
-            and options.get("share", "all") == marks.get("share", "all")
-            and (not learned or options.get("smoothing", "given") == marks.get("smoothing", "given")))
-
-
 def reading_of(config: Any) -> str:
     """The local-step reading (:data:`READINGS`) of an SFL run, ``"custom"`` for another mix, ``"—"`` for
     the other methods (their local step has one reading)."""
@@ -166,15 +159,18 @@ def reading_of(config: Any) -> str:
                  if all(options.get(key) == value for key, value in values.items())), "custom")
 
 
-def variant_of(config: Any) -> dict[str, str]:
-    """``{"variant": label, "reading": ...}`` of a run config: the table row it belongs to and the local
-    step's reading (for ``run_grid(columns=...)``). SFL's rows differ by whether the graph is learned, by
-    SFL*'s mixing (``smoothing``) and by ``share``; its given graph may be any."""
-    options = config.method_options
-    for label, (method, marks) in VARIANTS.items():
-        if config.method == method and (method != "sfl" or _marks_match(options, marks)):
-            return {"variant": label, "reading": reading_of(config)}
-    raise ValueError(f"run {config.method} {config.method_options} is none of the table variants")
+def labelled(config: Any, label: str) -> Run:
+    """``config`` of table variant ``label`` as a :class:`~gflkit.experiment.Run` labelled with its ``variant``,
+    its local step's ``reading`` (:func:`reading_of`) and its ``dataset``."""
+    return Run(config, {"variant": label, "reading": reading_of(config), "dataset": config.dataset})
+
+
+def ablation_run(params: Any, label: str, seed: int, **changes: Any) -> Run:
+    """An appendix ablation's run (:func:`variant_config`), labelled with the three values the ablations vary:
+    SFL*'s ``learn_steps``, ``rounds`` and ``local_epochs``."""
+    config = variant_config(params, label, seed, **changes)
+    return Run(config, {"learn_steps": config.method_options.get("learn_steps"), "rounds": config.rounds,
+                        "local_epochs": config.local_epochs})
 
 
 def traffic_config(params: Any, label: str, dataset: str, seed: int):
@@ -187,13 +183,13 @@ def traffic_config(params: Any, label: str, dataset: str, seed: int):
 
 def traffic_present(names: Iterable[str], data_root: str | Path | None = None) -> list[str]:
     """The traffic datasets among ``names`` whose readings are present and verified under ``data_root``."""
-    from gflkit.notebooks import dataset_available
+    from gflkit.data import dataset_available
 
     return [name for name in names if dataset_available(name, data_root, group="readings")[0]]
 
 
-def grids(params: Any, sections: Sequence[str] | None = None, data_root: str | Path | None = None) -> dict[str, list]:
-    """The run configs of each notebook section (``gflkit precompute sfl``): Table 2 on the traffic datasets
+def grids(params: Any, sections: Sequence[str] | None = None, data_root: str | Path | None = None) -> dict[str, list[Run]]:
+    """The runs of each notebook section (``gflkit precompute sfl``): Table 2 on the traffic datasets
     of the profile whose readings are present under ``data_root``, Tables 3 and 4 and the three appendix
     ablations (SFL*'s structure-learning steps; communication frequency at a fixed total of local epochs;
     local epochs between communications) on MNIST, and SFL / SFL*'s mixings under both local-step readings
@@ -201,17 +197,19 @@ def grids(params: Any, sections: Sequence[str] | None = None, data_root: str | P
     chosen = chosen_sections(sections, SECTIONS)
     sweep, seeds = params.sweep, params.seeds
     makers = {
-        "table2": lambda: [traffic_config(params, v, name, s) for name in traffic_present(sweep["traffic"], data_root)
+        "table2": lambda: [labelled(traffic_config(params, v, name, s), v) for name in traffic_present(sweep["traffic"], data_root)
                            for s in seeds for v in TABLE2],
-        "table3": lambda: [variant_config(params, v, s) for s in seeds for v in _check_labels(sweep["table3"], "table3")],
-        "table4": lambda: [variant_config(params, v, s) for s in seeds for v in _check_labels(sweep["table4"], "table4")],
-        "graph_mixing": lambda: [variant_config(params, v, s, method_options=READINGS[r]) for s in seeds
+        "table3": lambda: [labelled(variant_config(params, v, s), v) for s in seeds
+                           for v in _check_labels(sweep["table3"], "table3")],
+        "table4": lambda: [labelled(variant_config(params, v, s), v) for s in seeds
+                           for v in _check_labels(sweep["table4"], "table4")],
+        "graph_mixing": lambda: [labelled(variant_config(params, v, s, method_options=READINGS[r]), v) for s in seeds
                                  for r in _check_labels(sweep["readings"], "readings", READINGS, "reading") for v in MIXINGS],
-        "learn_steps": lambda: [variant_config(params, "sfl_star", s, method_options={"learn_steps": n})
+        "learn_steps": lambda: [ablation_run(params, "sfl_star", s, method_options={"learn_steps": n})
                                 for s in seeds for n in sweep["learn_steps"]],
-        "frequency": lambda: [variant_config(params, "sfl", s, rounds=r, local_epochs=e)
+        "frequency": lambda: [ablation_run(params, "sfl", s, rounds=r, local_epochs=e)
                               for s in seeds for r, e in sweep["frequency"]],
-        "local_epochs": lambda: [variant_config(params, "sfl", s, local_epochs=e)
+        "local_epochs": lambda: [ablation_run(params, "sfl", s, local_epochs=e)
                                  for s in seeds for e in sweep["local_epoch_counts"]],
     }
     return {section: makers[section]() for section in chosen}

@@ -1,0 +1,71 @@
+"""Options added after runs were stored stay out of the store key while they reproduce those runs, and a
+changed default always re-keys (gflkit/options.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from gflkit.algorithms import ALGORITHMS
+from gflkit.algorithms.fedavg import FedAvg
+from gflkit.experiment import RunConfig
+from gflkit.options import added_field, added_fields, keyed
+from gflkit.results import config_key
+
+
+@dataclass(frozen=True)
+class Before:
+    lam: float = 0.1
+
+
+@dataclass(frozen=True)
+class After:  # the same options after a release added `beta`, whose 0.0 is what every earlier run did
+    lam: float = 0.1
+    beta: float = added_field(0.0)
+
+
+@dataclass(frozen=True)
+class NewDefault:  # a later release made beta = 1.0 the default: the numbers change, so must the key
+    lam: float = 0.1
+    beta: float = added_field(1.0, earlier=0.0)
+
+
+def toy_method(params_type: type) -> type:
+    return type("Toy", (FedAvg,), {"name": "toy", "Params": params_type})
+
+
+def key_with(monkeypatch, params_type: type, **options) -> str:
+    monkeypatch.setitem(ALGORITHMS, "toy", toy_method(params_type))
+    return config_key(RunConfig(dataset="digits", method="toy", method_options=options).to_dict())
+
+
+def test_keyed_leaves_out_an_added_field_only_at_its_earlier_value():
+    assert added_fields(After) == {"beta": 0.0} and added_fields(NewDefault) == {"beta": 0.0}
+    assert keyed(After()) == {"lam": 0.1} == keyed(Before())
+    assert keyed(After(beta=0.5)) == {"lam": 0.1, "beta": 0.5}
+    assert keyed(NewDefault()) == {"lam": 0.1, "beta": 1.0}
+
+
+def test_adding_a_method_option_keeps_every_stored_key(monkeypatch):
+    before = key_with(monkeypatch, Before)
+    assert key_with(monkeypatch, After) == before, "the new option at the earlier behaviour: same stored run"
+    assert key_with(monkeypatch, After, beta=0.0) == before, "written out or not, one run"
+    assert key_with(monkeypatch, After, beta=0.5) != before
+    assert key_with(monkeypatch, NewDefault) != before, "a default that changes the numbers re-keys"
+    assert key_with(monkeypatch, NewDefault, beta=0.0) == before
+    monkeypatch.setitem(ALGORITHMS, "toy", toy_method(After))
+    config = RunConfig(dataset="digits", method="toy")
+    assert config.method_options == {"lam": 0.1, "beta": 0.0}, "the config itself still lists every option"
+
+
+def test_added_runconfig_fields_and_channel_options_follow_the_same_rule():
+    plain = RunConfig(dataset="digits")
+    assert {"test_split", "nesterov", "lr_schedule"} <= set(added_fields(RunConfig))
+    assert not {"test_split", "nesterov", "lr_schedule"} & set(plain.to_dict())
+    assert plain.to_dict()["channel"] == plain.channel, "the channel's options are all original: all keyed"
+    assert RunConfig(**plain.to_dict()) == plain
+
+
+def test_an_added_field_refuses_a_mutable_default():
+    with pytest.raises(TypeError, match="immutable"):
+        added_field([])

@@ -24,11 +24,12 @@ from gflkit.experiment import build_federation
 from gflkit.papers import fedska
 from gflkit.profiles import resolve_profile
 from gflkit.results import config_key
+from gflkit.runtime import Runtime
 
 
 def seconds_per_round(config, mode: str, data_root: str | None) -> float:
     """Mean seconds of one round of ``config`` (its own evaluation schedule) under local training ``mode``."""
-    fed = build_federation(config, data_root, "cpu", mode)
+    fed = build_federation(config, Runtime(data_root=data_root, device="cpu", local_training=mode))
     algorithm = build_algorithm(config.method, **config.method_options)
     start = time.perf_counter()
     records = run_rounds(fed, algorithm, config.schedule(0), progress=False)

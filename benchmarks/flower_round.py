@@ -48,6 +48,7 @@ from gflkit.engine import train_round
 from gflkit.experiment import RunConfig, build_federation
 from gflkit.flower import run_flower
 from gflkit.flower.local import LocalDeployment
+from gflkit.runtime import Runtime
 
 APP = Path(__file__).resolve().parents[1] / "flower_app"
 STARTUP = """
@@ -56,15 +57,16 @@ start = time.perf_counter()
 import gflkit.flower.app
 from gflkit.experiment import RunConfig
 from gflkit.flower.replica import node_replica
+from gflkit.runtime import Runtime
 imported = time.perf_counter()
-node_replica(RunConfig(**{config}), {client}, {data_root!r}, "cpu")
+node_replica(RunConfig(**{config}), {client}, Runtime({data_root!r}, "cpu"))
 print(imported - start, time.perf_counter() - imported)
 """
 
 
 def engine_rounds(config: RunConfig, args, local_training: str) -> list[float]:
     """Seconds of rounds 2 … repeats + 1 of gflkit's engine (round 1: warm-up)."""
-    fed = build_federation(config, args.data_root, args.device, local_training)
+    fed = build_federation(config, Runtime(data_root=args.data_root, device=args.device, local_training=local_training))
     algorithm = build_algorithm(config.method, **config.method_options)
     algorithm.setup(fed)
     clients = fed.training_clients
@@ -126,7 +128,7 @@ def main() -> None:
     config = RunConfig(dataset=args.dataset, num_clients=args.clients, method=args.method,
                        partition_options={"shards_per_client": args.shards}, batch_size=32, lr=0.01,
                        rounds=rounds, eval_every=rounds)  # evaluated once, after the timed rounds
-    fed = build_federation(config, args.data_root, args.device, "sequential")
+    fed = build_federation(config, Runtime(data_root=args.data_root, device=args.device, local_training="sequential"))
     samples = sum(len(i) for i in fed.train_indices)
     print(f"{args.dataset}, {fed.num_clients} clients, {samples} training samples, {args.method}, MCLR (d={fed.dim}), "
           f"batch 32, device {fed.device}, {torch.get_num_threads()} threads, {args.repeats} timed rounds")

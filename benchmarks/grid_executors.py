@@ -23,6 +23,7 @@ from gflkit.experiment import RunConfig
 from gflkit.papers.quickstart import PROFILES
 from gflkit.profiles import resolve_profile
 from gflkit.results import ResultStore
+from gflkit.runtime import Runtime
 
 
 def quickstart_grid(profile: str) -> list[RunConfig]:
@@ -58,9 +59,10 @@ def main() -> None:
     grid = quickstart_grid(args.profile)
     with tempfile.TemporaryDirectory() as folder:
         stores = {name: ResultStore(Path(folder) / name) for name in ("serial", "ray")}
-        serial_s = timed(lambda: run_grid(grid, args.data_root, stores["serial"], args.device))
+        runtime = Runtime(data_root=args.data_root, device=args.device)
+        serial_s = timed(lambda: run_grid(grid, runtime.replace(store=stores["serial"])))
         start_s = timed(lambda: ray.init(num_cpus=args.workers, include_dashboard=False))
-        ray_s = timed(lambda: run_grid(grid, args.data_root, stores["ray"], args.device, executor="ray"))
+        ray_s = timed(lambda: run_grid(grid, runtime.replace(store=stores["ray"], executor="ray")))
         ray.shutdown()
         same = stored_records(stores["serial"].root) == stored_records(stores["ray"].root)
     print(f"quickstart {args.profile}: {len(grid)} runs on {args.device}")

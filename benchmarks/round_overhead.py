@@ -24,6 +24,7 @@ from gflkit.engine import train_round
 from gflkit.experiment import RunConfig, build_federation
 from gflkit.seeding import generator
 from gflkit.training import local_sgd, minibatches
+from gflkit.runtime import Runtime
 
 
 def centralised_epoch(fed, repeat: int) -> float:
@@ -54,7 +55,7 @@ def main() -> None:
     use_threads(args.threads)
     config = RunConfig(dataset="mnist", num_clients=args.clients, partition_options={"shards_per_client": args.shards},
                        batch_size=32, lr=0.01)
-    fed = build_federation(config, args.data_root, args.device, args.local_training)
+    fed = build_federation(config, Runtime(data_root=args.data_root, device=args.device, local_training=args.local_training))
     samples = sum(len(i) for i in fed.train_indices)
     print(f"MNIST, {fed.num_clients} clients, {samples} training samples, MCLR (d={fed.dim}), batch 32, "
           f"device {fed.device}, {torch.get_num_threads()} threads")

@@ -45,6 +45,7 @@ from gflkit.experiment import run  # noqa: E402
 from gflkit.papers import sfl  # noqa: E402
 from gflkit.profiles import Profile, resolve_profile  # noqa: E402
 from gflkit.results import MANIFEST, ResultStore  # noqa: E402
+from gflkit.runtime import Runtime
 
 DEVICE = os.environ.get("DEVICE", "cuda" if torch.cuda.is_available() else "cpu")
 
@@ -82,7 +83,7 @@ def run_variant(label: str, params: Profile, store: ResultStore) -> float:
         torch.cuda.reset_peak_memory_stats()  # this run's peak, not the queue's
     synchronize()
     began = time.time()
-    records = run(config, data_root=os.environ.get("GFLKIT_DATA"), store=store, device=DEVICE, progress=False)
+    records = run(config, Runtime(data_root=os.environ.get("GFLKIT_DATA"), device=DEVICE, store=store), progress=False)
     synchronize()
     wall = time.time() - began
     memory = torch.cuda.max_memory_allocated() / 2**30 if DEVICE == "cuda" else 0.0

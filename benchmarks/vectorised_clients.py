@@ -24,6 +24,7 @@ from common import round_benchmark_parser, use_threads
 from gflkit.algorithms import build_algorithm
 from gflkit.engine import train_round
 from gflkit.experiment import RunConfig, build_federation
+from gflkit.runtime import Runtime
 
 
 def federated_round(fed, mode: str, repeat: int) -> float:
@@ -70,7 +71,7 @@ def main() -> None:
     for model in args.models:
         config = RunConfig(dataset="mnist", num_clients=args.clients, model=model,
                            partition_options={"shards_per_client": args.shards}, batch_size=32, lr=0.01)
-        fed = build_federation(config, args.data_root, args.device)
+        fed = build_federation(config, Runtime(data_root=args.data_root, device=args.device))
         samples = sum(len(i) for i in fed.train_indices)
         print(f"{model}: MNIST, {fed.num_clients} clients, {samples} training samples, d={fed.dim}, batch 32, "
               f"device {fed.device}, {torch.get_num_threads()} threads")

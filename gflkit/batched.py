@@ -44,7 +44,7 @@ from torch import Tensor, nn
 
 from gflkit.models.base import FeatureModel
 from gflkit.seeding import generator
-from gflkit.training import LocalResult, LocalStep, LossTerm, TrainConfig, batch_positions
+from gflkit.training import LocalResult, LocalStep, LossTerm, TrainConfig, batch_positions, sgd_step
 
 if TYPE_CHECKING:  # pragma: no cover
     from gflkit.federation import Federation
@@ -250,28 +250,13 @@ def train_batched(
                     tuple(p if whole else p[part] for p in params), fed.x[batch], fed.y[batch],
                     positions[part, step, :size], {name: value[part] for name, value in stacked.items()})
                 for i, (param, gradient) in enumerate(zip(params, gradients)):
-                    row_param = param if whole else param[part]
-                    if config.weight_decay:
-                        gradient = gradient.add(row_param, alpha=config.weight_decay)
-                    if velocity is not None:
-                        buffer = gradient
-                        if step > 0:
-                            buffer = (velocity[i] if whole else velocity[i][part]).mul(config.momentum).add_(gradient)
-                        if whole:
-                            velocity[i].copy_(buffer)
-                        else:
-                            velocity[i][part] = buffer
-                        gradient = gradient.add(buffer, alpha=config.momentum) if config.nesterov else buffer
-                    if rates is not None:  # each row's own rate of its step
-                        update = gradient * rates[part, step].view(-1, *[1] * (gradient.dim() - 1))
-                        if whole:
-                            param.sub_(update)
-                        else:
-                            param[part] = row_param.sub(update)
-                    elif whole:
-                        param.add_(gradient, alpha=-config.lr)
-                    else:
-                        param[part] = row_param.add(gradient, alpha=-config.lr)
+                    rate = None if rates is None else rates[part, step].view(-1, *[1] * (gradient.dim() - 1))
+                    rows = slice(None) if whole else part
+                    stepped, buffer = sgd_step(param[rows], gradient, None if velocity is None else velocity[i][rows],
+                                               step == 0, config, rate)  # each row with its own rate of its step
+                    param[rows] = stepped
+                    if buffer is not None:
+                        velocity[i][rows] = buffer
                 totals[part] += task_losses
     steps = (sizes > 0).sum(dim=1).tolist()
     return [LocalResult(weights[i].clone(), float(totals[i]) / steps[i] if steps[i] else 0.0)

@@ -86,11 +86,13 @@ def _precompute(args: argparse.Namespace) -> int:
         print(f"gflkit precompute: {error}", file=sys.stderr)
         return 2
     from gflkit.experiment import run
+    from gflkit.runtime import Runtime
 
+    runtime = Runtime(device=args.device, store=store)
     for number, config in enumerate(todo, 1):
         print(f"[{number}/{len(todo)}] {config.method} {config.partition} {config.partition_options} "
               f"seed={config.seed} evaluate={config.evaluate}", flush=True)
-        run(config, store=store, device=args.device)
+        run(config, runtime)
     print(f"{len(todo)} runs of {args.name} ({args.profile}) are in {store.root}")
     return 0
 

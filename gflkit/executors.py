@@ -16,95 +16,75 @@ from __future__ import annotations
 
 import os
 import socket
-from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
-import torch
 
 from gflkit.data import data_root as resolve_data_root
-from gflkit.experiment import Run, RunConfig, as_run, resolve_device, run, stored_key
+from gflkit.experiment import Run, RunConfig, as_run, run, stored_key
 from gflkit.progress import outer_progress, progress_bar
 from gflkit.results import ResultStore, config_key
-from gflkit.threads import limit_threads
+from gflkit.runtime import Runtime
 
-EXECUTORS = ("serial", "ray")
 #: How often Ray runs a task again after its worker died (the run resumes from its checkpoint).
 MAX_RETRIES = 3
 #: torch threads per Ray worker — one task per core.
 WORKER_THREADS = 1
 
 
-def check_executor(executor: str, ray_address: str | None = None) -> None:
-    """Raise ``ValueError`` unless ``executor`` is one of :data:`EXECUTORS` (and ``ray_address`` is only
-    given to the ``ray`` executor)."""
-    if executor not in EXECUTORS:
-        raise ValueError(f"unknown executor {executor!r}; choose one of {list(EXECUTORS)}")
-    if ray_address is not None and executor != "ray":
-        raise ValueError(f"ray_address={ray_address!r} is only used by executor='ray', not {executor!r}")
-
-
-def execute_grid(configs: Sequence[RunConfig], data_root: str | Path | None = None, store: ResultStore | None = None,
-                 device: str | torch.device = "auto", executor: str = "serial",
-                 ray_address: str | None = None) -> list[pd.DataFrame]:
+def execute_grid(configs: Sequence[RunConfig], runtime: Runtime | None = None) -> list[pd.DataFrame]:
     """The records of every config (as :func:`~gflkit.experiment.run` returns them), in the configs' order,
-    computed by ``executor``; ``ray_address`` is the Ray cluster to connect to (None: start a local one).
+    computed by the runtime's executor (``ray``: on its Ray cluster, None: a local one).
 
     Raises:
-        ValueError: an unknown executor, or the ``ray`` executor without a store.
+        ValueError: the ``ray`` executor without a store.
         ImportError: the ``ray`` executor without Ray installed.
     """
-    check_executor(executor, ray_address)
-    if executor == "serial":
-        return run_serial(configs, data_root, store, device)
-    if store is None:
+    runtime = runtime or Runtime()
+    if runtime.executor == "serial":
+        return run_serial(configs, runtime)
+    if runtime.store is None:
         raise ValueError("executor='ray' needs a store: the workers write each run into it and the grid reads "
                          "the records back from it")
-    return run_on_ray(configs, data_root, store, device, ray_address)
+    return run_on_ray(configs, runtime)
 
 
-def run_grid(
-    runs: Sequence[Run | RunConfig],
-    data_root: str | Path | None = None,
-    store: ResultStore | None = None,
-    device: str | torch.device = "auto",
-    executor: str = "serial",
-    ray_address: str | None = None,
-) -> pd.DataFrame:
-    """Run every run (re-using stored ones) and concatenate their records, in the runs' order.
+def run_grid(runs: Sequence[Run | RunConfig], runtime: Runtime | None = None) -> pd.DataFrame:
+    """Run every run on ``runtime`` (re-using the runs its store holds) and concatenate their records, in the
+    runs' order.
 
-    A :class:`Run`'s labels are added to its records as columns (e.g. ``q``), so that the records of a grid
-    can be grouped by what varied. ``executor`` computes the runs (:mod:`gflkit.executors`): ``"serial"`` one
-    after another here, ``"ray"`` one Ray task per run on the cluster at ``ray_address`` (None: a local
-    instance on this machine's cores), which needs ``store`` on a path every worker sees.
-    Raises ``ValueError`` for an unknown executor, or ``"ray"`` without a store.
+    A :class:`~gflkit.experiment.Run`'s labels are added to its records as columns (e.g. ``q``), so that the
+    records of a grid can be grouped by what varied. The runtime's executor computes the runs: ``"serial"``
+    one after another here, ``"ray"`` one Ray task per run on the cluster at its ``ray_address`` (None: a local
+    instance on this machine's cores), which needs a store on a path every worker sees.
+    Raises ``ValueError`` for ``"ray"`` without a store.
     """
     runs = [as_run(r) for r in runs]
-    frames = execute_grid([r.config for r in runs], data_root, store, device, executor, ray_address)
+    frames = execute_grid([r.config for r in runs], runtime)
     return pd.concat([frame.assign(**r.labels) for r, frame in zip(runs, frames)], ignore_index=True)
 
 
-def run_serial(configs: Sequence[RunConfig], data_root: str | Path | None = None, store: ResultStore | None = None,
-               device: str | torch.device = "auto") -> list[pd.DataFrame]:
+def run_serial(configs: Sequence[RunConfig], runtime: Runtime | None = None) -> list[pd.DataFrame]:
     """Every config's records, computed one after another in this process (stored runs are re-used)."""
-    return [run(config, data_root, store, device)
+    return [run(config, runtime)
             for config in outer_progress(configs, desc="runs", unit="run", enabled=len(configs) > 1, label=_label)]
 
 
-def run_on_ray(configs: Sequence[RunConfig], data_root: str | Path | None, store: ResultStore,
-               device: str | torch.device = "auto", address: str | None = None) -> list[pd.DataFrame]:
-    """Every config's records, each run not yet in ``store`` computed by a Ray task (see the module docstring).
+def run_on_ray(configs: Sequence[RunConfig], runtime: Runtime) -> list[pd.DataFrame]:
+    """Every config's records, each run not yet in the runtime's store computed by a Ray task (see the module
+    docstring).
 
-    ``device`` is resolved here, on the driver, and every task computes on that device type (a GPU
+    The device is resolved here, on the driver, and every task computes on that device type (a GPU
     per task when it is CUDA): ``"cuda"`` uses the workers' GPUs even when this machine has none.
     """
     ray = import_ray()
-    connect(ray, address)
-    device_type = resolve_device(device).type
+    connect(ray, runtime.ray_address)
+    device_type = runtime.torch_device().type
+    store = runtime.store
     runs = {config_key(stored_key(c, device_type)): c for c in configs}  # a run twice in the grid is one task
     task = ray.remote(_run_in_worker).options(num_cpus=1, num_gpus=int(device_type == "cuda"),
                                               max_retries=MAX_RETRIES)
-    shared = (str(resolve_data_root(data_root)), str(store.root.absolute()), device_type)
+    shared = (str(resolve_data_root(runtime.data_root)), str(store.root.absolute()), device_type)
     pending = {task.remote(config, *shared): config for config in runs.values()
                if store.load(stored_key(config, device_type)) is None}
     with progress_bar(None, desc="runs", total=len(runs), initial=len(runs) - len(pending), unit="run", leave=True,
@@ -114,7 +94,8 @@ def run_on_ray(configs: Sequence[RunConfig], data_root: str | Path | None, store
             ray.get(done)  # raises the task's error, after its retries
             bar.set_postfix_str(_label(pending.pop(done[0])))
             bar.update(1)
-    return [_stored_records(config, data_root, store, device_type) for config in configs]
+    driver = runtime.replace(device=device_type)
+    return [_stored_records(config, driver) for config in configs]
 
 
 def import_ray() -> Any:
@@ -148,11 +129,12 @@ def check_ray_address(address: str, timeout: float = RAY_CONNECT_TIMEOUT_S) -> N
 
 
 def connect(ray: Any, address: str | None = None) -> None:
-    """Connect to the Ray cluster at ``address`` (checked first: :func:`check_ray_address`), or start a local
-    instance on every core of this machine (no dashboard) when ``address`` is None; a Ray already
-    initialised in this process is used as it is."""
+    """Connect to the Ray cluster at ``address``, else at ``$RAY_ADDRESS`` (checked first:
+    :func:`check_ray_address`), or start a local instance on every core of this machine (no dashboard) when
+    neither names one; a Ray already initialised in this process is used as it is."""
     if ray.is_initialized():
         return
+    address = address or os.environ.get("RAY_ADDRESS", "").strip() or None
     if address is None:
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False)
     else:
@@ -162,17 +144,16 @@ def connect(ray: Any, address: str | None = None) -> None:
 
 def _run_in_worker(config: RunConfig, data_root: str, store_root: str, device: str) -> None:
     """One Ray task: compute (or resume, or re-use) ``config`` into the store at ``store_root``."""
-    limit_threads(WORKER_THREADS)  # also exported as GFLKIT_THREADS, which run() reads
-    run(config, data_root, ResultStore(store_root), device, progress=False)
+    run(config, Runtime(data_root, device, ResultStore(store_root), threads=WORKER_THREADS), progress=False)
 
 
-def _stored_records(config: RunConfig, data_root: str | Path | None, store: ResultStore,
-                    device_type: str) -> pd.DataFrame:
+def _stored_records(config: RunConfig, runtime: Runtime) -> pd.DataFrame:
     """The records a worker stored for ``config``, read back through :func:`~gflkit.experiment.run`."""
-    if store.load(stored_key(config, device_type)) is None:
+    store = runtime.store
+    if store.load(stored_key(config, runtime.torch_device())) is None:
         raise FileNotFoundError(f"a Ray worker finished {_label(config)} but its records are not under "
                                 f"{store.root.absolute()}: put the results folder on a filesystem every worker sees")
-    return run(config, data_root, store, device_type, progress=False)
+    return run(config, runtime, progress=False)
 
 
 def _label(config: RunConfig) -> str:

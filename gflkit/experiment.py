@@ -7,14 +7,14 @@ A graph dataset (``cora``, ``citeseer``, ``polblogs``, ...) instead becomes K su
 (:func:`~gflkit.data.subgraphs.make_subgraph_clients`: ``louvain`` or ``metis``, per-client node and link
 splits) in a :class:`~gflkit.federation.GraphFederation`, for the ``link_prediction`` or
 ``node_classification`` task; everything after that is the same engine.
-With a :class:`~gflkit.results.ResultStore`, a finished run is read back instead of recomputed and an
-interrupted one resumes from its checkpoint.
+With a :class:`~gflkit.results.ResultStore` in its :class:`~gflkit.runtime.Runtime`, a finished run is read
+back instead of recomputed and an interrupted one resumes from its checkpoint.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
-import os
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -30,19 +30,23 @@ from gflkit.data.partition import (SCHEMES, ClientSplit, hold_out_clients, match
                                    split_by_marker, train_test_split)
 from gflkit.data.subgraphs import PARTITIONERS, ClientGraph, make_subgraph_clients
 from gflkit.engine import Checkpoint, Schedule, run_rounds
-from gflkit.federation import LOCAL_TRAINING, Federation, GraphFederation
+from gflkit.federation import Federation, GraphFederation
 from gflkit.models import MODELS, build_model
 from gflkit.models.base import FeatureModel
-from gflkit.options import added_field, keyed
-from gflkit.results import ResultStore
+from gflkit.defaults import EARLIER_DATA_DEFAULTS, EARLIER_MODEL_DEFAULTS, EARLIER_TASK_DEFAULTS
+from gflkit.options import added_field, changed_defaults, keyed, keyword_defaults
+from gflkit.runtime import Runtime, resolve_device
 from gflkit.seeding import HELD_OUT_CLIENTS, MODEL_INIT, derive_seed
 from gflkit.tasks import GRAPH_TASKS, TASKS, build_task
-from gflkit.threads import limit_threads
 from gflkit.training import TrainConfig
 
 POOLS = ("all", "train")
 TEST_SPLITS = ("client", "matched")
-ENV_LOCAL_TRAINING = "GFLKIT_LOCAL_TRAINING"
+#: RunConfig fields that are counts, and those that are real numbers (no bools, no NaN); some may be None.
+INTEGER_FIELDS = ("num_clients", "max_samples", "rounds", "clients_per_round", "eval_every", "local_epochs",
+                  "batch_size", "seed")
+REAL_FIELDS = ("test_ratio", "held_out", "lr", "momentum", "weight_decay")
+OPTIONAL_FIELDS = ("max_samples", "clients_per_round", "test_ratio")
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,7 @@ class RunConfig:
         for what, (value, valid, context) in choices.items():
             if value not in valid:
                 raise ValueError(f"unknown {what} {value!r}{context}; choose one of {list(valid)}")
+        self._check_number_types()
         if self.rounds < 1:
             raise ValueError(f"rounds must be a positive number of communication rounds, got {self.rounds}")
         if self.num_clients < 1:
@@ -191,6 +196,22 @@ class RunConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
+    def _check_number_types(self) -> None:
+        """Raise ``ValueError`` for a count that is not an integer (``rounds=2.5``, ``rounds=True``) or a
+        rate that is not a finite number (``lr=nan``), before anything runs."""
+        for name in INTEGER_FIELDS:
+            value = getattr(self, name)
+            if value is None and name in OPTIONAL_FIELDS:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        for name in REAL_FIELDS:
+            value = getattr(self, name)
+            if value is None and name in OPTIONAL_FIELDS:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
+
     def _check_test_split(self) -> None:
         """Raise ``ValueError`` unless ``test_split`` fits the rest of the config."""
         per_client = self.partition_options.get("test_per_client")
@@ -214,8 +235,16 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         """The configuration as plain JSON-serialisable data, its stored form: every field and every method and
         channel option, less the fields added after runs were stored while they hold those runs' value
-        (:func:`gflkit.options.keyed`), so adding an option never changes an earlier run's key."""
-        return {**keyed(self), "method_options": keyed(self.method_params()), "channel": keyed(self.uplink())}
+        (:func:`gflkit.options.keyed`), so adding an option never changes an earlier run's key; and the model,
+        data and task options it names plus every default of theirs that differs from the one the stored runs
+        had (:mod:`gflkit.defaults`), so changing a default always does."""
+        return {**keyed(self), "method_options": keyed(self.method_params()), "channel": keyed(self.uplink()),
+                "model_options": {**self.model_options, **changed_defaults(
+                    model_defaults(self.model), self.model_options, EARLIER_MODEL_DEFAULTS.get(self.model, {}))},
+                "data_options": {**self.data_options, **changed_defaults(
+                    data_defaults(self.dataset), self.data_options, EARLIER_DATA_DEFAULTS.get(self.dataset, {}))},
+                "task_options": {**self.task_options, **changed_defaults(
+                    task_defaults(self.task), self.task_options, EARLIER_TASK_DEFAULTS.get(self.task, {}))}}
 
     def method_params(self) -> Any:
         """The method's hyper-parameters (its ``Params`` dataclass)."""
@@ -235,16 +264,31 @@ class RunConfig:
         return Schedule(self.rounds, self.clients_per_round, self.eval_every, checkpoint_every, self.evaluate)
 
 
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` picks CUDA when available, else CPU; anything else is passed to ``torch.device``."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 @functools.lru_cache(maxsize=4)
 def _cached_dataset(name: str, root: str | None, options: tuple) -> SampleDataset:
     return load_dataset(name, root=root, **dict(options))
+
+
+def model_defaults(model: str) -> dict[str, Any]:
+    """The options of a registered model that have a default, with their current defaults."""
+    return keyword_defaults(MODELS[model], skip=2)
+
+
+def task_defaults(task: str) -> dict[str, Any]:
+    """The options of a registered task that have a default, with their current defaults."""
+    return {f.name: f.default for f in dataclasses.fields(TASKS[task])
+            if f.name != "name" and f.default is not dataclasses.MISSING}
+
+
+def data_defaults(dataset: str) -> dict[str, Any]:
+    """The loader options of a registered dataset that have a default (``download`` aside: where the files come
+    from does not shape the data), with their current defaults."""
+    spec = get_spec(dataset)
+    found = keyword_defaults(spec.loader, skip=2) if spec.loader is not None else {}
+    if spec.kind == "graph":
+        found = {**keyword_defaults(load_graph, skip=2), **found}
+    found.pop("download", None)
+    return found
 
 
 def pool_indices(data: SampleDataset, config: RunConfig) -> torch.Tensor:
@@ -278,6 +322,20 @@ def client_split(data: SampleDataset, config: RunConfig) -> ClientSplit:
     if config.held_out:
         split = hold_out_clients(split, config.held_out, derive_seed(config.seed, HELD_OUT_CLIENTS))
     return split
+
+
+#: The fields that decide a run's clients: runs equal in these share one partition.
+PARTITION_FIELDS = ("dataset", "data_options", "pool", "max_samples", "num_clients", "partition", "partition_options",
+                    "test_ratio", "test_split", "held_out", "seed")
+
+
+def check_fits_data(configs: Sequence[RunConfig], data_root: str | Path | None = None) -> None:
+    """Raise ``ValueError`` when a sample dataset under ``data_root`` cannot give one of ``configs`` its clients
+    (more clients than samples, say), before anything trains: each distinct partition is drawn as its runs
+    will draw it."""
+    distinct = {repr([getattr(c, name) for name in PARTITION_FIELDS]): c for c in configs if not c.is_graph}
+    for config in distinct.values():
+        client_split(sample_dataset(config, data_root), config)
 
 
 def matched_test_pool(data: SampleDataset, config: RunConfig) -> torch.Tensor:
@@ -348,26 +406,12 @@ def build_graph_federation(config: RunConfig, data_root: str | Path | None = Non
                            device=resolve_device(device), channel=config.uplink())
 
 
-def resolve_local_training(local_training: str | None = None) -> str:
-    """How local training runs (:attr:`~gflkit.federation.Federation.local_training`): ``local_training``,
-    else ``$GFLKIT_LOCAL_TRAINING``, else ``"auto"`` (batched wherever it applies). Like the device, it
-    changes numbers only at floating-point level, so it is not part of a run's configuration."""
-    mode = local_training or os.environ.get(ENV_LOCAL_TRAINING, "").strip() or "auto"
-    if mode not in LOCAL_TRAINING:
-        raise ValueError(f"unknown local training {mode!r} (argument or ${ENV_LOCAL_TRAINING}); choose one of "
-                         f"{list(LOCAL_TRAINING)}")
-    return mode
-
-
-def build_federation(
-    config: RunConfig, data_root: str | Path | None = None, device: str | torch.device = "auto",
-    local_training: str | None = None,
-) -> Federation:
-    """Data, clients, model and state of the run ``config`` (nothing trained yet); ``local_training``
-    as :func:`resolve_local_training`."""
-    mode = resolve_local_training(local_training)
-    fed = _build_federation(config, data_root, device)
-    fed.local_training = mode
+def build_federation(config: RunConfig, runtime: Runtime | None = None) -> Federation:
+    """Data, clients, model and state of the run ``config`` (nothing trained yet), on ``runtime``'s data root and
+    device, training locally as it says (:meth:`~gflkit.runtime.Runtime.training_mode`)."""
+    runtime = runtime or Runtime()
+    fed = _build_federation(config, runtime.data_root, runtime.torch_device())
+    fed.local_training = runtime.training_mode()
     return fed
 
 
@@ -419,8 +463,8 @@ class Run:
     """One run of a notebook's grid: its configuration and the labels its tables group it by.
 
     ``labels`` are what the grid that made the run knows about it (``{"q": 2}``, ``{"variant": "sfl_star",
-    "reading": "paper"}``); :func:`~gflkit.executors.run_grid` adds them to the run's records as columns, so no table has to
-    recover a row's name from the configuration's options. They never enter the stored key: two grids may
+    "reading": "paper"}``); :func:`~gflkit.executors.run_grid` adds them to the run's records as columns, so no
+    table has to recover a row's name from the configuration's options. They never enter the stored key: two grids may
     label the same run differently and still share its stored result.
     """
 
@@ -438,25 +482,21 @@ def stored_key(config: RunConfig, device: str | torch.device = "auto") -> dict[s
     return {**config.to_dict(), "device": resolve_device(device).type}
 
 
-def stored_artifacts(config: RunConfig, store: ResultStore, device: str | torch.device = "auto") -> dict[str, torch.Tensor]:
-    """The artifacts (e.g. a learned client graph) that the finished run ``config`` left in ``store``."""
-    return store.load_artifacts(stored_key(config, device))
+def stored_artifacts(config: RunConfig, runtime: Runtime) -> dict[str, torch.Tensor]:
+    """The artifacts (e.g. a learned client graph) that the finished run ``config`` left in ``runtime``'s store
+    (under its device type)."""
+    if runtime.store is None:
+        raise ValueError("stored_artifacts needs a runtime with a store, e.g. Runtime(store=ResultStore(folder))")
+    return runtime.store.load_artifacts(stored_key(config, runtime.torch_device()))
 
 
-def run(
-    config: RunConfig,
-    data_root: str | Path | None = None,
-    store: ResultStore | None = None,
-    device: str | torch.device = "auto",
-    checkpoint_every: int = 5,
-    progress: bool = True,
-    local_training: str | None = None,
-) -> pd.DataFrame:
-    """Run ``config`` (or read it back from ``store``) and return its records.
+def run(config: RunConfig, runtime: Runtime | None = None, checkpoint_every: int = 5,
+        progress: bool = True) -> pd.DataFrame:
+    """Run ``config`` on ``runtime`` (default :class:`~gflkit.runtime.Runtime`: ``$GFLKIT_DATA``, the best
+    device, no store) — or read it back from the runtime's store — and return its records.
 
-    ``local_training`` chooses batched or sequential local training (:func:`resolve_local_training`;
-    default ``"auto"``, or ``$GFLKIT_LOCAL_TRAINING``); each record's ``local_training`` column says
-    which ran.
+    Local training is batched or sequential as the runtime says (``auto`` by default, or
+    ``$GFLKIT_LOCAL_TRAINING``); each record's ``local_training`` column says which ran.
 
     The records are the engine's per-round, per-client rows plus the columns ``method``, ``seed`` and
     ``evaluate`` (the run's evaluation protocol).
@@ -465,22 +505,23 @@ def run(
     first and reads its records. ``device="cuda"`` on a machine without a GPU reads runs a GPU machine
     stored and raises ``RuntimeError`` for any other.
     """
-    limit_threads()  # GFLKIT_THREADS, e.g. exported by `gflkit --threads 1 notebook ...` into the kernel
-    resolved = resolve_device(device)
-    mode = resolve_local_training(local_training)
-    stored = stored_key(config, resolved)
+    runtime = runtime or Runtime()
+    runtime.limit_threads()  # else GFLKIT_THREADS, e.g. exported by `gflkit --threads 1 notebook ...` into the kernel
+    device = runtime.torch_device()
+    runtime.training_mode()  # an unknown $GFLKIT_LOCAL_TRAINING fails before a stored run is read
+    stored, store = stored_key(config, device), runtime.store
     if store is None:
-        _check_computable(config, resolved)
-        records = _compute(config, data_root, resolved, None, 0, progress, mode)[0]
+        _check_computable(config, device)
+        records = _compute(config, runtime, None, 0, progress)[0]
     else:
         records = store.load(stored)
         if records is None:
-            _check_computable(config, resolved)
+            _check_computable(config, device)
             with store.lock(stored):  # another process computing the same run: wait, then read its records
                 records = store.load(stored)
                 if records is None:
-                    records, artifacts = _compute(config, data_root, resolved, store.checkpoint(stored),
-                                                  checkpoint_every, progress, mode)
+                    records, artifacts = _compute(config, runtime, store.checkpoint(stored), checkpoint_every,
+                                                  progress)
                     store.save(stored, records, artifacts)
     return records.assign(method=config.method, seed=config.seed, evaluate=config.evaluate)
 
@@ -494,10 +535,10 @@ def _check_computable(config: RunConfig, device: torch.device) -> None:
                            f"under 'cpu' are separate)")
 
 
-def _compute(config: RunConfig, data_root: str | Path | None, device: torch.device, checkpoint: Checkpoint | None,
-             checkpoint_every: int, progress: bool, local_training: str) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
-    """Train ``config`` (resuming from ``checkpoint`` when one exists): its records and artifacts."""
-    fed = build_federation(config, data_root, device, local_training)
+def _compute(config: RunConfig, runtime: Runtime, checkpoint: Checkpoint | None, checkpoint_every: int,
+             progress: bool) -> tuple[pd.DataFrame, dict[str, torch.Tensor]]:
+    """Train ``config`` on ``runtime`` (resuming from ``checkpoint`` when one exists): its records and artifacts."""
+    fed = build_federation(config, runtime)
     algorithm = build_algorithm(config.method, **config.method_options)
     records = run_rounds(fed, algorithm, config.schedule(checkpoint_every), checkpoint, progress,
                          description=f"{config.method} seed={config.seed}")

@@ -15,6 +15,9 @@ Summaries over the :math:`K` clients' values :math:`v_1, \dots, v_K` with sample
 * ``best5`` / ``worst5``: the mean of the :math:`m = \lceil 0.05 K \rceil` largest / smallest values
   (FedSKA's "best 5 %" and "worst 5 %" of clients),
 * ``std`` :math:`= \sqrt{\frac1K \sum_k (v_k - \bar v)^2}` (population standard deviation over clients).
+
+A client with no test sample (``num_samples`` 0: e.g. 1,000 IID clients on 1,797 digits) has nothing to be
+scored on: it is left out of every summary and counted apart (``num_unscored``), never averaged in as 0 %.
 """
 from __future__ import annotations
 
@@ -159,18 +162,23 @@ def summarize_records(
     group, every row is one client's ``value``, weighted by ``num_samples`` when that column exists.
     Group the rows of one run and one round together, e.g. ``by=["method", "seed", "round"]``.
 
+    Clients without a test sample (``num_samples`` 0) are left out and counted in ``num_unscored``; a group
+    none of whose clients can be scored has NaN summaries.
+
     Returns:
-        The ``by`` columns followed by ``mean``, ``weighted_mean``, ``best5``, ``worst5``, ``std`` and
-        ``num_clients``; one row per group.
+        The ``by`` columns followed by ``mean``, ``weighted_mean``, ``best5``, ``worst5``, ``std``,
+        ``num_clients`` (the clients scored) and ``num_unscored``; one row per group.
     """
     by = list(by)
     _require_columns(records, [value, *by])
     weighted = "num_samples" in records.columns
     rows = []
     for keys, group in records.groupby(by, sort=True, dropna=False):
-        counts = group["num_samples"] if weighted else None
-        rows.append({**dict(zip(by, keys)), **summarize_clients(group[value], counts, fraction)})
-    return pd.DataFrame(rows, columns=[*by, *SUMMARY_COLUMNS, "num_clients"])
+        scored = group[group["num_samples"] > 0] if weighted else group
+        summary = (summarize_clients(scored[value], scored["num_samples"] if weighted else None, fraction)
+                   if len(scored) else {**dict.fromkeys(SUMMARY_COLUMNS, math.nan), "num_clients": 0})
+        rows.append({**dict(zip(by, keys)), **summary, "num_unscored": len(group) - len(scored)})
+    return pd.DataFrame(rows, columns=[*by, *SUMMARY_COLUMNS, "num_clients", "num_unscored"])
 
 
 def held_out_rows(records: pd.DataFrame) -> pd.DataFrame:
@@ -236,7 +244,8 @@ def final_summary(
     Returns:
         The ``by`` columns, then ``mean``, ``mean_std``, ``weighted_mean``, ``weighted_mean_std``,
         ``best5``, ``best5_std``, ``worst5``, ``worst5_std``, ``std``, ``std_std`` and ``num_seeds``;
-        one row per ``by`` group, sorted by it.
+        one row per ``by`` group, sorted by it. Where some run has clients without a test sample, also
+        ``scored``: ``"N of K clients"`` (the fewest scored of any seed), so such a table says so.
     """
     by = list(by)
     _require_columns(records, [value, "round", seed_col, *by])
@@ -247,6 +256,10 @@ def final_summary(
     table = pd.concat([grouped.mean(), grouped.std(ddof=1).add_suffix("_std")], axis=1)
     table = table[[f"{c}{suffix}" for c in SUMMARY_COLUMNS for suffix in ("", "_std")]]
     table["num_seeds"] = per_run.groupby(by, sort=True, dropna=False)[seed_col].nunique()
+    if per_run["num_unscored"].any():
+        counts = per_run.assign(total=per_run["num_clients"] + per_run["num_unscored"])
+        fewest = counts.loc[counts.groupby(by, sort=True, dropna=False)["num_clients"].idxmin()].set_index(by)
+        table["scored"] = [f"{row.num_clients} of {row.total} clients" for row in fewest.itertuples()]
     return table.reset_index()
 
 

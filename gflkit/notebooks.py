@@ -166,22 +166,25 @@ def check_profile(name: str, profile: str, parameters: dict[str, Any]) -> None:
     import importlib
 
     from gflkit.data import dataset_available
+    from gflkit.experiment import check_fits_data
     from gflkit.profiles import resolve_profile
+    from gflkit.runtime import check_executor
 
     try:
         paper = importlib.import_module(f"gflkit.papers.{name}")
     except ModuleNotFoundError:
         return  # a notebook without a paper module has no profiles to check
     try:
-        params = resolve_profile(paper.PROFILES, profile, parameters.get("seeds"), parameters.get("overrides"),
-                                 parameters.get("executor", "serial"), parameters.get("ray_address"))
+        check_executor(parameters.get("executor", "serial"), parameters.get("ray_address"))
+        params = resolve_profile(paper.PROFILES, profile, parameters.get("seeds"), parameters.get("overrides"))
     except ValueError as error:
         raise NotebookError(f"{error}") from None
-    if parameters.get("executor") == "ray" and parameters.get("ray_address") is not None:
+    address = parameters.get("ray_address") or os.environ.get("RAY_ADDRESS", "").strip()
+    if parameters.get("executor") == "ray" and address:
         from gflkit.executors import check_ray_address
 
         try:
-            check_ray_address(parameters["ray_address"])
+            check_ray_address(address)
         except ConnectionError as error:
             raise NotebookError(f"{error}") from None
     missing = [message for dataset in params.required_datasets
@@ -189,6 +192,18 @@ def check_profile(name: str, profile: str, parameters: dict[str, Any]) -> None:
     if missing:
         raise NotebookError(f"the {profile!r} profile of {name} needs data that are missing, so its core tables "
                             f"cannot run: " + " | ".join(missing))
+    try:
+        check_fits_data(_notebook_runs(paper, params, parameters.get("data_root")), parameters.get("data_root"))
+    except ValueError as error:
+        raise NotebookError(f"the {profile!r} profile of {name} does not fit its data: {error}") from None
+
+
+def _notebook_runs(paper: Any, params: Any, data_root: str | Path | None) -> list[Any]:
+    """The run configs a notebook will compute: its paper module's grids on the data present, else each sweep
+    method on the profile's base."""
+    if hasattr(paper, "grids"):
+        return [run.config for runs in paper.grids(params, data_root=data_root).values() for run in runs]
+    return [params.config(method=method) for method in params.sweep.get("methods", ())] or [params.config()]
 
 
 def execute(

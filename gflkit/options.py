@@ -40,3 +40,29 @@ def keyed(options: Any) -> dict[str, Any]:
     earlier = added_fields(type(options))
     return {name: value for name, value in dataclasses.asdict(options).items()
             if not (name in earlier and value == earlier[name])}
+
+
+def keyword_defaults(function: Any, skip: int = 0) -> dict[str, Any]:
+    """The keyword parameters of ``function`` (a function, or a class: its ``__init__``) that have a default,
+    after the first ``skip`` parameters (``self`` excluded), with their defaults."""
+    import inspect
+
+    target = function.__init__ if isinstance(function, type) else function
+    parameters = list(inspect.signature(target).parameters.values())
+    if isinstance(function, type):
+        parameters = parameters[1:]
+    return {p.name: p.default for p in parameters[skip:]
+            if p.default is not inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+
+def changed_defaults(current: dict[str, Any], given: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """The ``current`` defaults that shape a run although no option names them: those not ``given`` whose value
+    is not the ``earlier`` runs' (a changed default, or an option added without declaring its earlier value)."""
+    return {name: value for name, value in current.items()
+            if name not in given and (name not in earlier or not _same(value, earlier[name]))}
+
+
+def _same(value: Any, earlier: Any) -> bool:
+    """Equal, as JSON would store them (a tuple and a list with the same items are the same option)."""
+    as_list = lambda v: list(v) if isinstance(v, tuple) else v  # noqa: E731
+    return as_list(value) == as_list(earlier)

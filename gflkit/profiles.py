@@ -12,8 +12,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from gflkit.executors import check_executor
 from gflkit.experiment import RunConfig
+
+
+#: Sweep entries every table of a notebook is built from (its methods, the benchmark's settings): an override
+#: may not empty them (a section's own entries may be emptied to skip it).
+NONEMPTY_SWEEP = ("methods", "variants", "settings")
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,6 @@ def resolve_profile(
     name: str,
     seeds: Sequence[int] | int | None = None,
     overrides: Mapping[str, Any] | None = None,
-    executor: str = "serial",
-    ray_address: str | None = None,
 ) -> Profile:
     """The profile ``name`` with ``seeds`` and ``overrides`` applied, validated.
 
@@ -83,12 +85,10 @@ def resolve_profile(
     (``shards=[2]``); an overridden field holds for every method, e.g. ``evaluate="local"`` scores every
     method with that protocol instead of the profile's per-method ones. ``method_options`` is the
     exception: methods have different hyper-parameters, so it names the method,
-    ``{"method_options": {"fedska": {"k": 50}}}``, and is merged into the profile's. ``executor`` and
-    ``ray_address``, the notebook's grid executor (:func:`gflkit.executors.check_executor`), are checked
-    here too, so that a typo fails before any run. Raises ``ValueError`` naming the problem and the
-    valid choices.
+    ``{"method_options": {"fedska": {"k": 50}}}``, and is merged into the profile's. Where the runs compute
+    (data root, device, executor) is the notebook's :class:`~gflkit.runtime.Runtime`, validated apart.
+    Raises ``ValueError`` naming the problem and the valid choices.
     """
-    check_executor(executor, ray_address)
     if name not in profiles:
         raise ValueError(f"unknown profile {name!r}; choose one of {sorted(profiles)}")
     profile = profiles[name]
@@ -110,6 +110,10 @@ def resolve_profile(
             raise ValueError(f"override {key} is a sweep entry and takes a list, e.g. {{{key!r}: "
                              f"{list(profile.sweep[key])[:1]}}}; got {overrides[key]!r}")
     sweep = {**profile.sweep, **{k: tuple(v) for k, v in overrides.items() if k in profile.sweep}}
+    emptied = [key for key in NONEMPTY_SWEEP if key in sweep and not sweep[key]]
+    if emptied:
+        raise ValueError(f"sweep entry {emptied[0]!r} is empty: every table of the notebook is built from it; "
+                         f"name at least one, e.g. {{{emptied[0]!r}: {list(profile.sweep[emptied[0]])[:1]}}}")
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         seeds = (seeds,)  # ``-p seeds=1``: one seed
     if seeds is not None and (isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence)):

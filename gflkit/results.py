@@ -36,6 +36,7 @@ import io
 import json
 import os
 import socket
+import sys
 import time
 import warnings
 from datetime import datetime, timezone
@@ -82,23 +83,54 @@ def _lock_owner_alive(text: str) -> bool:
     return True
 
 
+#: Seconds a lock file may name no owner before it is judged stale: its writer died, or failed (a full disk),
+#: between creating it and writing its host and pid into it.
+LOCK_WRITE_GRACE_S = 10.0
+
+
+def _lock_owner(path: Path) -> str | None:
+    """The owner written in the lock file ``path`` (``""`` while none is, or it cannot be read as text), or
+    None when the file is gone."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+    except (UnicodeDecodeError, PermissionError):
+        return ""
+
+
+def _stale(path: Path, owner: str) -> bool:
+    """Whether the lock ``path`` with ``owner`` written in it is left by nobody alive: its owner died on this
+    host, or it has named no owner for :data:`LOCK_WRITE_GRACE_S` seconds."""
+    if owner.strip():
+        return not _lock_owner_alive(owner)
+    try:
+        return time.time() - path.stat().st_mtime > LOCK_WRITE_GRACE_S
+    except FileNotFoundError:
+        return False
+
+
 def _try_acquire(path: Path) -> bool:
     """One attempt at the lock file ``path`` (created with ``O_EXCL``, host and pid inside): whether this
-    process now holds it. A lock whose owner died on this host is stale and taken over."""
+    process now holds it. A stale lock (:func:`_stale`) is taken over; a lock this process could create but
+    not write (a full disk) is removed again before the error propagates, so it never wedges later runs."""
     while True:
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
-            try:
-                held_by = path.read_text()
-            except FileNotFoundError:
+            owner = _lock_owner(path)
+            if owner is None:
                 continue  # released in between
-            if held_by and not _lock_owner_alive(held_by):
-                path.unlink(missing_ok=True)  # stale: its owner was killed
+            if _stale(path, owner):
+                path.unlink(missing_ok=True)
                 continue
             return False
-        with os.fdopen(fd, "w") as handle:
-            handle.write(f"{socket.gethostname()} {os.getpid()}")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(f"{socket.gethostname()} {os.getpid()}")
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
         return True
 
 
@@ -273,10 +305,17 @@ class ResultStore:
     @contextlib.contextmanager
     def lock(self, config: dict[str, Any], poll: float = 0.5) -> Iterator[None]:
         """Hold the run's lock for the block: created with ``O_EXCL`` (host and pid inside), so one process
-        at a time computes a run. Another process waits until the lock is released; a lock whose owner
-        died on this host is stale and taken over."""
+        at a time computes a run. Another process waits until the lock is released, saying once on stderr
+        which folder and whose lock it waits for; a lock whose owner died on this host, or that has named no
+        owner for :data:`LOCK_WRITE_GRACE_S` seconds, is stale and taken over."""
         path = self._lock_path(config)
+        said = False
         while not _try_acquire(path):
+            if not said:  # once, so that a wait is never silent
+                owner = (_lock_owner(path) or "").strip() or "a process that has not written its name yet"
+                print(f"gflkit: waiting for the run in {path.parent}: {owner} (host pid) is computing it; "
+                      f"its lock is judged stale when that process is gone", file=sys.stderr, flush=True)
+                said = True
             time.sleep(poll)
         with self._holding(path):
             yield

@@ -51,8 +51,11 @@ class ClassificationTask:
 
     @staticmethod
     def finalize(sums: dict[str, float]) -> dict[str, float]:
-        """Per-client metrics from accumulated sums: ``accuracy`` (in %) and mean ``loss``."""
-        count = max(sums["count"], 1.0)
+        """Per-client metrics from accumulated sums: ``accuracy`` (in %) and mean ``loss``; NaN for a client
+        without a sample in the split (there is nothing to score: never 0 %)."""
+        count = sums["count"]
+        if not count:
+            return {"accuracy": math.nan, "loss": math.nan}
         return {"accuracy": 100.0 * sums["correct"] / count, "loss": sums["loss_sum"] / count}
 
 

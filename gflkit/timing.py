@@ -10,21 +10,22 @@ from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from gflkit.runtime import Runtime
 
 
-def time_rounds(config: Any, data_root: str | Path | None = None, device: str = "auto",
-                rounds: int = 3) -> dict[str, float]:
+def time_rounds(config: Any, runtime: "Runtime | None" = None, rounds: int = 3) -> dict[str, float]:
     """Wall-clock seconds of one round's local training (all clients, one after the other) and of the
-    server's aggregation for run ``config``: medians over ``rounds`` rounds measured here after one warm-up
-    round. On a GPU the clock waits for the device before it reads."""
+    server's aggregation for run ``config`` on ``runtime`` (its data root and device): medians over ``rounds``
+    rounds measured here after one warm-up round. On a GPU the clock waits for the device before it reads."""
     import torch
 
     from gflkit.algorithms import build_algorithm
     from gflkit.experiment import build_federation
 
-    fed = build_federation(config, data_root, device)
+    fed = build_federation(config, runtime)
     algorithm = build_algorithm(config.method, **config.method_options)
     algorithm.setup(fed)
     index = torch.arange(fed.num_clients, device=fed.device)
@@ -47,8 +48,8 @@ def time_rounds(config: Any, data_root: str | Path | None = None, device: str = 
     return {"training_s": statistics.median(training), "aggregation_s": statistics.median(aggregation)}
 
 
-def time_interleaved(configs: Sequence[Any], data_root: str | Path | None = None, device: str = "auto",
-                     rounds: int = 2, passes: int = 3) -> list[dict[str, float]]:
+def time_interleaved(configs: Sequence[Any], runtime: "Runtime | None" = None, rounds: int = 2,
+                     passes: int = 3) -> list[dict[str, float]]:
     """:func:`time_rounds` for every config in ``passes`` passes over all of them, each config's seconds the
     median over its passes (returned in the order of ``configs``). Each pass takes every config once,
     starting one config later than the pass before, so neither a slow spell of the machine nor a place
@@ -61,5 +62,5 @@ def time_interleaved(configs: Sequence[Any], data_root: str | Path | None = None
     measured: list[list[dict[str, float]]] = [[] for _ in configs]
     for shift in range(passes):
         for index in [(shift + offset) % len(configs) for offset in range(len(configs))]:
-            measured[index].append(time_rounds(configs[index], data_root, device, rounds))
+            measured[index].append(time_rounds(configs[index], runtime, rounds))
     return [{key: statistics.median(t[key] for t in times) for key in times[0]} for times in measured]

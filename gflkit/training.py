@@ -144,6 +144,32 @@ class TrainConfig:
 
 
 
+def sgd_step(param: Tensor, gradient: Tensor, velocity: Tensor | None, first: bool, config: TrainConfig,
+             rate: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    r"""One step of :class:`torch.optim.SGD` (no dampening) as a function: the new parameters and momentum buffer.
+
+    .. math::
+        g \leftarrow \nabla + \lambda w, \qquad
+        v \leftarrow \begin{cases} g & \text{first step} \\ \mu v + g & \text{else} \end{cases}, \qquad
+        w \leftarrow w - \eta\,(v \text{, or } g + \mu v \text{ with Nesterov momentum})
+
+    with momentum :math:`\mu`, weight decay :math:`\lambda` and rate :math:`\eta` = ``config.lr``, or ``rate``
+    (broadcast against ``param``: e.g. one rate per row of a stack of clients' parameters). ``velocity`` is the
+    buffer before the step (None without momentum); nothing is changed in place. The batched loop
+    (:mod:`gflkit.batched`) steps every client with it; the sequential loop runs :class:`torch.optim.SGD`,
+    which ``tests/test_training.py`` checks it against for every option.
+    """
+    if config.weight_decay:
+        gradient = gradient.add(param, alpha=config.weight_decay)
+    buffer = None
+    if config.momentum:
+        buffer = gradient if first else velocity.mul(config.momentum).add_(gradient)
+        gradient = gradient.add(buffer, alpha=config.momentum) if config.nesterov else buffer
+    if rate is not None:
+        return param.sub(gradient * rate), buffer
+    return param.add(gradient, alpha=-config.lr), buffer
+
+
 def plain_sgd_obstacle(config: TrainConfig) -> str | None:
     """Why local training under ``config`` is not plain SGD at one constant rate, or None when it is.
 

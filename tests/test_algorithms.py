@@ -68,3 +68,23 @@ def test_every_method_improves_on_the_initial_model(name):
     start = sum(m["accuracy"] for m in fed.evaluate(fed.initial)) / fed.num_clients
     records = run_rounds(fed, build_algorithm(name, **TINY_FEDERATION_OPTIONS.get(name, {})), Schedule(5), progress=False)
     assert records[records["round"] == 5]["accuracy"].mean() > start
+
+
+# Methods whose papers aggregate over a client graph (or attention over clients): on clients with different
+# label pairs they must not collapse to FedAvg, which "better than the initial model" alone would not catch.
+GRAPH_METHODS = ("sfl", "fedska", "fedu", "pfedgraph", "fedamp", "fedatt", "pdca", "pdca_e", "two_step", "fedpub")
+
+
+def models_after(name: str, rounds: int = 3) -> torch.Tensor:
+    fed = make_federation()
+    algorithm = build_algorithm(name, **TINY_FEDERATION_OPTIONS.get(name, {}))
+    run_rounds(fed, algorithm, Schedule(rounds), progress=False)
+    models = algorithm.evaluation_models(fed)
+    return models.expand(fed.num_clients, -1) if models.dim() == 1 else models
+
+
+@pytest.mark.parametrize("name", GRAPH_METHODS)
+def test_every_graph_method_differs_from_fedavg_on_non_iid_clients(name):
+    fedavg, ours = models_after("fedavg"), models_after(name)
+    relative = float((ours - fedavg).norm() / fedavg.norm())
+    assert relative > 0.01, f"{name}'s models are FedAvg's to {relative:.2g} (relative norm of the difference)"

@@ -14,6 +14,7 @@ from gflkit.models.base import FeatureModel
 from gflkit.seeding import generator
 from gflkit.tasks import ClassificationTask
 from gflkit.training import TrainConfig
+from gflkit.runtime import Runtime
 
 from conftest import make_federation, run_full_and_resumed
 
@@ -29,7 +30,7 @@ def digits_federation(method: str, model: str, mode: str, **overrides):
     config = RunConfig(dataset="digits", num_clients=6, method=method, method_options=BATCHABLE.get(method, {}),
                        model=model, partition="dirichlet", partition_options={"alpha": 0.5}, batch_size=16,
                        lr=0.05, momentum=0.5, weight_decay=1e-3, local_epochs=2, **overrides)
-    fed = build_federation(config, None, "cpu")
+    fed = build_federation(config, Runtime(data_root=None, device="cpu"))
     fed.local_training = mode
     algorithm = build_algorithm(method, **config.method_options)
     algorithm.setup(fed)

@@ -20,6 +20,7 @@ from gflkit.notebooks import NOTEBOOK_DIR
 from gflkit.papers.quickstart import PROFILES
 from gflkit.profiles import resolve_profile
 from gflkit.results import ResultStore
+from gflkit.runtime import Runtime
 
 SMALL = dict(dataset="digits", num_clients=10, partition="shards", partition_options={"shards_per_client": 2},
              rounds=3, batch_size=16, lr=0.05)
@@ -79,12 +80,12 @@ RUNS = [Run(config, {"position": GRID.index(config)}) for config in GRID]  # lab
 def ray_grid(local_ray, tmp_path_factory) -> tuple[Path, pd.DataFrame]:
     """:data:`GRID` computed once on Ray (Ray workers start slowly): its store and records."""
     root = tmp_path_factory.mktemp("ray")
-    return root, run_grid(RUNS, store=ResultStore(root), device="cpu", executor="ray")
+    return root, run_grid(RUNS, Runtime(device="cpu", store=ResultStore(root), executor="ray"))
 
 
 def test_ray_stores_byte_identical_records_and_returns_them_in_the_grids_order(ray_grid, worker_threads, tmp_path):
     root, on_ray = ray_grid
-    serial = run_grid(RUNS, store=ResultStore(tmp_path), device="cpu")
+    serial = run_grid(RUNS, Runtime(device="cpu", store=ResultStore(tmp_path)))
     assert len(stored_records(root)) == 4
     assert stored_records(root) == stored_records(tmp_path)
     pd.testing.assert_frame_equal(on_ray, serial)
@@ -105,11 +106,11 @@ def kill_first_checkpointed_worker(root: Path, killed: list[int], timeout: float
 
 def test_a_killed_worker_is_retried_and_resumes_to_the_serial_numbers(local_ray, worker_threads, tmp_path):
     config = RunConfig(**{**SMALL, "rounds": 40})  # checkpoints every 5 rounds, a few seconds in all
-    run_grid([config], store=ResultStore(tmp_path / "serial"), device="cpu")
+    run_grid([config], Runtime(device="cpu", store=ResultStore(tmp_path / "serial")))
     killed = []
     killer = threading.Thread(target=kill_first_checkpointed_worker, args=(tmp_path / "ray", killed))
     killer.start()
-    run_grid([config], store=ResultStore(tmp_path / "ray"), device="cpu", executor="ray")
+    run_grid([config], Runtime(device="cpu", store=ResultStore(tmp_path / "ray"), executor="ray"))
     killer.join()
     assert len(killed) == 1, "the worker was killed mid-run"
     assert stored_records(tmp_path / "ray") == stored_records(tmp_path / "serial")
@@ -124,7 +125,7 @@ def test_a_second_invocation_reuses_every_stored_run_without_a_task(local_ray, r
         raise AssertionError("a stored run must not be submitted to Ray")
 
     monkeypatch.setattr(local_ray, "wait", no_task)
-    again = run_grid(RUNS, store=ResultStore(root), device="cpu", executor="ray")
+    again = run_grid(RUNS, Runtime(device="cpu", store=ResultStore(root), executor="ray"))
     pd.testing.assert_frame_equal(again, first)
     assert {path: path.stat().st_mtime_ns for path in root.rglob("*") if path.is_file()} == written
 
@@ -136,24 +137,24 @@ def test_a_second_invocation_reuses_every_stored_run_without_a_task(local_ray, r
 ])
 def test_bad_executor_options_fail_in_one_line(options, message):
     with pytest.raises(ValueError) as failure:
-        run_grid(small_grid(), device="cpu", **options)
+        run_grid(small_grid(), Runtime(device="cpu", **options))
     assert message in str(failure.value) and "\n" not in str(failure.value)
 
 
 def test_a_missing_ray_says_how_to_install_it(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
     with pytest.raises(ImportError, match=r"pip install -e \.\[ray\]"):
-        run_grid(small_grid(), store=ResultStore(tmp_path), device="cpu", executor="ray")
+        run_grid(small_grid(), Runtime(device="cpu", store=ResultStore(tmp_path), executor="ray"))
 
 
-def test_the_profile_validation_checks_the_executor():
-    assert resolve_profile(PROFILES, "smoke", executor="ray").name == "smoke"
+def test_the_runtime_checks_the_executor():
+    assert Runtime(executor="ray").executor == "ray"
     with pytest.raises(ValueError, match=r"unknown executor 'dask'; choose one of \['serial', 'ray'\]"):
-        resolve_profile(PROFILES, "smoke", executor="dask")
+        Runtime(executor="dask")
 
 
 @pytest.mark.parametrize("name", PAPER_NOTEBOOKS)
-def test_every_paper_notebook_passes_its_executor_to_every_grid(name):
+def test_every_paper_notebook_builds_one_runtime_from_its_parameters_and_passes_it_to_every_grid(name):
     import nbformat
 
     notebook = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
@@ -161,12 +162,13 @@ def test_every_paper_notebook_passes_its_executor_to_every_grid(name):
     assert {'executor = "serial"', "ray_address = None"} <= {line.split("#")[0].strip() for line in parameters.source.splitlines()}
     code = "\n".join(line for cell in notebook.cells if cell.cell_type == "code"
                      for line in cell.source.splitlines() if not line.startswith("%"))
-    calls = [node for node in ast.walk(ast.parse(code))
-             if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("run_grid", "resolve_profile")]
-    assert len(calls) >= 2
-    for call in calls:
-        passed = {keyword.arg: getattr(keyword.value, "id", None) for keyword in call.keywords}
-        assert passed.get("executor") == "executor" and passed.get("ray_address") == "ray_address", ast.unparse(call)
+    calls = [node for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Call)]
+    (runtime,) = [call for call in calls if getattr(call.func, "id", None) == "Runtime"]
+    assert [ast.unparse(a) for a in runtime.args] == ["data_root", "device"]
+    assert {k.arg: ast.unparse(k.value) for k in runtime.keywords} == {"executor": "executor", "ray_address": "ray_address"}
+    grids = [call for call in calls if getattr(call.func, "id", None) == "run_grid"]
+    assert grids and all(ast.unparse(call.args[1]) == "runtime" and len(call.args) == 2 and not call.keywords
+                         for call in grids), [ast.unparse(call) for call in grids]
 
 
 def test_gflkit_notebook_passes_executor_and_address_as_parameters(monkeypatch, tmp_path):
@@ -199,3 +201,43 @@ def test_a_closed_ray_address_fails_at_once_and_other_forms_are_left_to_ray():
             check_ray_address(address)
     assert time.monotonic() - started < 10
     check_ray_address("auto")  # Ray's own lookup of a running local cluster, answered by Ray at once
+
+
+class FakeRay:
+    """What ``connect`` calls of Ray, recorded."""
+
+    def __init__(self):
+        self.calls = []
+
+    def is_initialized(self):
+        return False
+
+    def init(self, **kwargs):
+        self.calls.append(kwargs)
+
+
+def test_a_cluster_named_in_ray_address_is_connected_to_without_local_resources(monkeypatch):
+    """Ray refuses num_cpus when it connects to a cluster, as it does when $RAY_ADDRESS names one."""
+    from gflkit.executors import connect
+
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    ray = FakeRay()
+    connect(ray)
+    assert ray.calls == [{"address": "auto"}]
+    monkeypatch.delenv("RAY_ADDRESS")
+    ray = FakeRay()
+    connect(ray)
+    assert ray.calls == [{"num_cpus": os.cpu_count(), "include_dashboard": False}], "no address: a local Ray"
+
+
+def test_an_unreachable_ray_address_from_the_environment_fails_in_one_line(monkeypatch):
+    from gflkit.executors import connect
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    ray = FakeRay()
+    with pytest.raises(ConnectionError, match=f"no Ray cluster answers at 127.0.0.1:{port}"):
+        connect(ray)
+    assert ray.calls == []

@@ -6,6 +6,7 @@ from gflkit.experiment import RunConfig, build_federation, client_split, pool_in
 from gflkit.data import load_dataset
 from gflkit import metrics
 from gflkit.results import ResultStore
+from gflkit.runtime import Runtime
 
 SMALL = dict(dataset="digits", num_clients=10, partition="shards", partition_options={"shards_per_client": 2},
              rounds=2, batch_size=16, lr=0.05)
@@ -31,27 +32,27 @@ def test_max_samples_subsamples_the_pool_deterministically():
 
 def test_same_config_and_seed_give_identical_per_client_numbers_on_cpu():
     config = RunConfig(**SMALL, method="fedprox")
-    first, second = run(config, device="cpu", progress=False), run(config, device="cpu", progress=False)
+    first, second = run(config, Runtime(device="cpu"), progress=False), run(config, Runtime(device="cpu"), progress=False)
     pd.testing.assert_frame_equal(first, second)
-    other = run(config.replace(seed=1), device="cpu", progress=False)
+    other = run(config.replace(seed=1), Runtime(device="cpu"), progress=False)
     assert not first["accuracy"].equals(other["accuracy"])
 
 
 def test_store_returns_finished_runs_without_recomputing(tmp_path, monkeypatch):
     store = ResultStore(tmp_path)
     config = RunConfig(**SMALL)
-    first = run(config, store=store, device="cpu", progress=False)
+    first = run(config, Runtime(device="cpu", store=store), progress=False)
 
     def fail(*args, **kwargs):
         raise AssertionError("a stored run must not be recomputed")
 
     monkeypatch.setattr("gflkit.experiment.build_federation", fail)
-    pd.testing.assert_frame_equal(run(config, store=store, device="cpu", progress=False), first)
+    pd.testing.assert_frame_equal(run(config, Runtime(device="cpu", store=store), progress=False), first)
 
 
 def test_killed_run_resumes_from_its_checkpoint_to_the_same_numbers(tmp_path, monkeypatch):
     config = RunConfig(**{**SMALL, "rounds": 4})
-    uninterrupted = run(config, device="cpu", progress=False)
+    uninterrupted = run(config, Runtime(device="cpu"), progress=False)
     store = ResultStore(tmp_path)
 
     import gflkit.algorithms.fedavg as fedavg
@@ -65,9 +66,9 @@ def test_killed_run_resumes_from_its_checkpoint_to_the_same_numbers(tmp_path, mo
 
     monkeypatch.setattr(fedavg.FedAvg, "aggregate", killed_in_round_3)
     with pytest.raises(KeyboardInterrupt):
-        run(config, store=store, device="cpu", checkpoint_every=2, progress=False)
+        run(config, Runtime(device="cpu", store=store), checkpoint_every=2, progress=False)
     monkeypatch.setattr(fedavg.FedAvg, "aggregate", original)
-    resumed = run(config, store=store, device="cpu", checkpoint_every=2, progress=False)
+    resumed = run(config, Runtime(device="cpu", store=store), checkpoint_every=2, progress=False)
     pd.testing.assert_frame_equal(resumed, uninterrupted)
 
 
@@ -91,13 +92,13 @@ def test_a_planted_checkpoint_in_a_runs_folder_runs_no_code_and_the_run_is_recom
     marker = tmp_path / "code-ran"
     torch.save({"models": WritesAMarker(marker)}, checkpoint.path)
     with pytest.warns(UserWarning, match=r"checkpoint .*checkpoint\.pt is unusable"):
-        records = run(config, store=store, device="cpu", progress=False)
+        records = run(config, Runtime(device="cpu", store=store), progress=False)
     assert not marker.exists()
-    pd.testing.assert_frame_equal(records, run(config, device="cpu", progress=False))
+    pd.testing.assert_frame_equal(records, run(config, Runtime(device="cpu"), progress=False))
 
 
 def test_federation_matches_the_config():
-    fed = build_federation(RunConfig(**SMALL), device="cpu")
+    fed = build_federation(RunConfig(**SMALL), Runtime(device="cpu"))
     assert fed.num_clients == 10
     assert fed.x.shape[1:] == (1, 8, 8)
 
@@ -107,6 +108,13 @@ def test_federation_matches_the_config():
     ({"method": "fedsgd"}, "unknown method 'fedsgd'"),
     ({"partition": "powerlaw"}, "unknown partition 'powerlaw'"),
     ({"rounds": 0}, "rounds must be a positive"),
+    ({"rounds": 2.5}, r"rounds must be an integer, got 2\.5"),
+    ({"rounds": True}, "rounds must be an integer, got True"),
+    ({"num_clients": 4.0}, r"num_clients must be an integer, got 4\.0"),
+    ({"clients_per_round": "2"}, "clients_per_round must be an integer, got '2'"),
+    ({"lr": float("nan")}, "lr must be a finite number, got nan"),
+    ({"momentum": float("inf")}, "momentum must be a finite number, got inf"),
+    ({"held_out": False}, "held_out must be a finite number, got False"),
     ({"test_ratio": 1.5}, "test_ratio must lie in"),
     ({"method": "fedprox", "method_options": {"mu": -1}}, "mu must be >= 0"),
     ({"lr": 0.0}, "lr must be > 0"),
@@ -129,13 +137,14 @@ def test_run_grid_concatenates_runs_with_their_labels_and_keeps_artifacts(tmp_pa
     store = ResultStore(tmp_path)
     configs = [RunConfig(**{**SMALL, "method": "fedska", "method_options": {"k": 3}, "partition_options": {"shards_per_client": q}})
                for q in (2, 5)]
-    records = run_grid([Run(c, {"q": q, "name": f"q{q}"}) for c, q in zip(configs, (2, 5))], store=store, device="cpu")
+    runtime = Runtime(device="cpu", store=store)
+    records = run_grid([Run(c, {"q": q, "name": f"q{q}"}) for c, q in zip(configs, (2, 5))], runtime)
     assert records.groupby("q")["name"].unique().map(list).to_dict() == {2: ["q2"], 5: ["q5"]}
     assert list(records.columns[-2:]) == ["q", "name"], "labels follow the engine's columns, in their order"
-    bare = run_grid(configs[:1], store=store, device="cpu")
+    bare = run_grid(configs[:1], Runtime(device="cpu", store=store))
     assert "q" not in bare and bare.equals(records[records["q"] == 2].drop(columns=["q", "name"]).reset_index(drop=True))
     assert len(records) == 2 * 10 * SMALL["rounds"]
-    adjacency = stored_artifacts(configs[0], store, "cpu")["adjacency"]
+    adjacency = stored_artifacts(configs[0], Runtime(device="cpu", store=store))["adjacency"]
     assert adjacency.shape == (10, 10) and torch.allclose(adjacency, adjacency.T, atol=1e-6)
 
 
@@ -160,17 +169,33 @@ def test_held_out_clients_never_train_and_are_scored_on_all_their_samples():
             assert torch.equal(split.test[k], torch.cat([plain.train[k], plain.test[k]]).sort().values)
         else:
             assert torch.equal(split.train[k], plain.train[k]) and torch.equal(split.test[k], plain.test[k])
-    records = run(config, device="cpu", progress=False)
+    records = run(config, Runtime(device="cpu"), progress=False)
     trained = records.dropna(subset=["train_loss"])["client"].unique().tolist()
     assert trained and not set(trained) & set(held), "a held-out client trained"
     assert sorted(records.loc[records["held_out"], "client"].unique().tolist()) == held
     unseen = metrics.held_out_rows(records)
     assert set(unseen["client"]) == set(held)
     with pytest.raises(ValueError, match="held out no clients"):
-        metrics.held_out_rows(run(RunConfig(**SMALL), device="cpu", progress=False))
+        metrics.held_out_rows(run(RunConfig(**SMALL), Runtime(device="cpu"), progress=False))
 
 
 @pytest.mark.parametrize("fraction", [-0.1, 1.0])
 def test_a_held_out_fraction_outside_0_1_is_rejected(fraction):
     with pytest.raises(ValueError, match="held_out must be a fraction"):
         RunConfig(**SMALL, held_out=fraction)
+
+
+def test_a_client_without_a_test_sample_is_never_scored_zero():
+    """1,000 IID clients on 1,797 digits: about a fifth hold no test sample (80/20 split of one or two)."""
+    from gflkit.papers.comparison import Scoring, compare
+
+    config = RunConfig(dataset="digits", num_clients=1000, partition="iid", rounds=1, batch_size=8, lr=0.05)
+    records = run(config, Runtime(device="cpu"), progress=False)
+    empty = records[records["num_samples"] == 0]
+    assert 0 < len(empty) < 1000 and empty["accuracy"].isna().all() and empty["loss"].isna().all()
+    table = metrics.final_summary(records, by=("method",))
+    scored = records[records["num_samples"] > 0]
+    assert table["mean"].item() == pytest.approx(scored["accuracy"].mean())
+    assert table["scored"].item() == f"{len(scored)} of 1000 clients"
+    other = records.assign(method="other", accuracy=records["accuracy"] + 1.0)
+    assert compare(pd.concat([records, other]), "other", "fedavg", Scoring()).estimate == pytest.approx(1.0)

@@ -14,6 +14,7 @@ from gflkit.graphs.domain_gcn import DomainGCN
 from gflkit.models import build_model
 from gflkit.models.fedcg import DomainConv2d, initial_adjacency, inverse_hamming_similarity
 from gflkit.training import TrainConfig
+from gflkit.runtime import Runtime
 
 from conftest import make_federation, run_full_and_resumed
 
@@ -304,8 +305,8 @@ def test_fedcg_learns_digits_it_never_saw_and_trains_lambda(method, domains):
                        batch_size=16, lr=0.3)
     with tempfile.TemporaryDirectory() as root:
         store = ResultStore(root)
-        records = run(config, store=store, device="cpu", progress=False)
-        artifacts = stored_artifacts(config, store, device="cpu")
+        records = run(config, Runtime(device="cpu", store=store), progress=False)
+        artifacts = stored_artifacts(config, Runtime(device="cpu", store=store))
     unseen = metrics.final_summary(metrics.held_out_rows(records))
     assert unseen["weighted_mean"].item() > 35, "held-out digits (chance: 10 %)"
     assert artifacts["lambda"].shape == (1,) and artifacts["lambda"].item() != 1.0, "λ was trained"

@@ -12,6 +12,7 @@ import torch
 from gflkit.data import registered
 from gflkit.experiment import RunConfig, build_federation, run
 from gflkit.papers.fedska import EXTRA_DATASETS, EXTRA_METHOD_OPTIONS, METHODS
+from gflkit.runtime import Runtime
 
 from data_fixtures import make_cifar10, make_shakespeare
 from test_metr_la import make_metr_la
@@ -36,7 +37,7 @@ def small_config(name, method, **changes):
 def test_metr_la_forecasting_runs_every_method(tmp_path, method):
     spec, _, _ = make_metr_la(tmp_path / "root", num_steps=200, num_sensors=4)
     with registered(spec):
-        records = run(small_config("metr_la", method, model_options={"hidden": 8}), tmp_path / "root", device="cpu",
+        records = run(small_config("metr_la", method, model_options={"hidden": 8}), Runtime(tmp_path / "root", "cpu"),
                       progress=False)
     assert records["client"].nunique() == 4
     last = records[records["round"] == 2]
@@ -48,8 +49,8 @@ def test_metr_la_forecasting_runs_every_method(tmp_path, method):
 def test_shakespeare_leaf_runs_every_method(tmp_path, method):
     spec, _ = make_shakespeare(tmp_path / "root", tff=False, leaf=True)
     with registered(spec):
-        records = run(small_config("shakespeare", method, model_options={"hidden": 16}), tmp_path / "root",
-                      device="cpu", progress=False)
+        records = run(small_config("shakespeare", method, model_options={"hidden": 16}),
+                      Runtime(tmp_path / "root", "cpu"), progress=False)
     assert records["accuracy"].between(0, 100).all() and records["client"].nunique() >= 2
 
 
@@ -58,7 +59,7 @@ def test_cifar10_mobilenet_runs_fedska(tmp_path):
     with registered(spec):
         config = small_config("cifar10", "fedska", num_clients=4, rounds=1, model_options={"width": 0.25},
                               partition_options={"shards_per_client": 2})
-        records = run(config, tmp_path / "root", device="cpu", progress=False)
+        records = run(config, Runtime(data_root=tmp_path / "root", device="cpu"), progress=False)
     assert records["client"].nunique() == 4
 
 
@@ -66,9 +67,9 @@ def test_metr_la_clients_carry_the_sensor_graph_and_fedska_can_use_it(tmp_path):
     spec, _, _ = make_metr_la(tmp_path / "root", num_steps=200, num_sensors=4)
     with registered(spec):
         config = small_config("metr_la", "fedska", model_options={"hidden": 8})
-        fed = build_federation(config, tmp_path / "root", device="cpu")
+        fed = build_federation(config, Runtime(data_root=tmp_path / "root", device="cpu"))
         expected = torch.eye(4)
         expected[0, 1] = 0.5
         assert torch.equal(fed.client_graph, expected)
         given = config.replace(method_options={**config.method_options, "graph": "given"})
-        assert run(given, tmp_path / "root", device="cpu", progress=False)["mae"].notna().any()
+        assert run(given, Runtime(data_root=tmp_path / "root", device="cpu"), progress=False)["mae"].notna().any()

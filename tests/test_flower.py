@@ -21,6 +21,7 @@ from gflkit.flower import (GflkitStrategy, UnsupportedMethod, make_client_app, r
                            supported_methods)
 from gflkit.flower.client import DOWN, STATE, UP  # noqa: E402
 from gflkit.flower.replica import from_record  # noqa: E402
+from gflkit.runtime import Runtime
 
 OPTIONS = {"ifca": {"num_clusters": 2}}
 
@@ -34,7 +35,7 @@ def config(method: str, **changes) -> RunConfig:
 
 def engine_run(cfg: RunConfig, local_training: str = "sequential"):
     """gflkit's own engine on ``cfg``: (federation, algorithm, records)."""
-    fed = build_federation(cfg, device="cpu", local_training=local_training)
+    fed = build_federation(cfg, Runtime(device="cpu", local_training=local_training))
     algorithm = build_algorithm(cfg.method, **cfg.method_options)
     records = run_rounds(fed, algorithm, cfg.schedule(), progress=False)
     return fed, algorithm, records

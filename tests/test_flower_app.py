@@ -28,6 +28,7 @@ from gflkit.flower.local import LocalDeployment, run_config_argument  # noqa: E4
 from gflkit.flower.methods import UnsupportedMethod  # noqa: E402
 from gflkit.flower.replica import node_replica, server_replica  # noqa: E402
 from gflkit.flower.run_config import settings_from_run_config  # noqa: E402
+from gflkit.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "flower_app"
@@ -45,7 +46,7 @@ def template_config(**changes) -> RunConfig:
 
 
 def engine_records(config: RunConfig) -> pd.DataFrame:
-    fed = build_federation(config, device="cpu", local_training="sequential")
+    fed = build_federation(config, Runtime(device="cpu", local_training="sequential"))
     return run_rounds(fed, build_algorithm(config.method, **config.method_options), config.schedule(), progress=False)
 
 
@@ -97,8 +98,8 @@ def test_run_config_argument_is_read_back_by_flower():
 # --- what each side holds --------------------------------------------------------------------------------
 def test_a_node_holds_only_its_partition_and_the_server_none():
     config = template_config(method="sfl")
-    full = build_federation(config, device="cpu")
-    replicas = {k: node_replica(config, k, device="cpu") for k in range(full.num_clients)}
+    full = build_federation(config, Runtime(device="cpu"))
+    replicas = {k: node_replica(config, k, Runtime(device="cpu")) for k in range(full.num_clients)}
     for k, (replica, profile) in replicas.items():
         fed = replica.fed
         own = torch.cat([full.train_indices[k], full.test_indices[k]])
@@ -118,21 +119,21 @@ def test_a_node_holds_only_its_partition_and_the_server_none():
 
 def test_ifca_server_learns_first_cluster_choices_from_the_nodes():
     config = template_config(method="ifca", **{"method-options": '{"num_clusters": 3}'})
-    full = build_federation(config, device="cpu")
+    full = build_federation(config, Runtime(device="cpu"))
     engine = build_algorithm(config.method, **config.method_options)
     engine.setup(full)
-    profiles = {k: node_replica(config, k, device="cpu")[1] for k in range(full.num_clients)}
+    profiles = {k: node_replica(config, k, Runtime(device="cpu"))[1] for k in range(full.num_clients)}
     server = server_replica(config, profiles, device="cpu")
     assert server.algorithm.assignments.tolist() == engine.assignments.tolist()
 
 
 def test_num_partitions_must_match_the_run():
-    profile = node_replica(template_config(), 0, device="cpu")[1]
+    profile = node_replica(template_config(), 0, Runtime(device="cpu"))[1]
     check_partitions(SimpleNamespace(node_config={"partition-id": 0, "num-partitions": 6}), profile)
     with pytest.raises(ValueError, match="num-partitions=4 but the run has 6 clients"):
         check_partitions(SimpleNamespace(node_config={"partition-id": 0, "num-partitions": 4}), profile)
     with pytest.raises(ValueError, match="partition-id 6 is not a client"):
-        node_replica(template_config(), 6, device="cpu")
+        node_replica(template_config(), 6, Runtime(device="cpu"))
 
 
 def test_graph_datasets_are_refused_in_one_line():

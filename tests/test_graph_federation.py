@@ -12,6 +12,7 @@ from gflkit.federation import GraphFederation
 from gflkit.metrics import final_summary
 
 from gflkit.training import TrainConfig
+from gflkit.runtime import Runtime
 
 from conftest import run_full_and_resumed
 from graph_fixtures import make_graph_federation, write_planetoid
@@ -98,7 +99,7 @@ GRAPH = dict(dataset="cora", num_clients=4, partition="louvain", model="vgae", r
 @pytest.mark.parametrize("method", ["fedavg", "moon", "fedvgae"])
 def test_runconfig_runs_subgraph_clients_end_to_end(planetoid, task, metrics, method):
     config = RunConfig(**GRAPH, task=task, method=method)
-    records = run(config, data_root=planetoid, device="cpu", progress=False)
+    records = run(config, Runtime(data_root=planetoid, device="cpu"), progress=False)
     assert len(records) == config.rounds * config.num_clients
     for metric in metrics:
         assert records[metric].map(math.isfinite).all()
@@ -109,7 +110,7 @@ def test_runconfig_runs_subgraph_clients_end_to_end(planetoid, task, metrics, me
 def test_graph_federation_matches_the_config(planetoid):
     config = RunConfig(**{**GRAPH, "partition": "metis"}, task="node_classification",
                        partition_options={"train_ratio": 0.5, "val_ratio": 0.25})
-    fed = build_federation(config, data_root=planetoid, device="cpu")
+    fed = build_federation(config, Runtime(data_root=planetoid, device="cpu"))
     assert isinstance(fed, GraphFederation) and fed.num_clients == 4
     assert fed.num_train.sum() == 516, "every node belongs to one client"
     assert fed.flat.module.readout is not None
@@ -121,8 +122,8 @@ def test_graph_federation_matches_the_config(planetoid):
 
 def test_same_graph_config_and_seed_give_identical_records(planetoid):
     config = RunConfig(**GRAPH, task="link_prediction", method="fedvgae")
-    first = run(config, data_root=planetoid, device="cpu", progress=False)
-    pd.testing.assert_frame_equal(first, run(config, data_root=planetoid, device="cpu", progress=False))
+    first = run(config, Runtime(data_root=planetoid, device="cpu"), progress=False)
+    pd.testing.assert_frame_equal(first, run(config, Runtime(data_root=planetoid, device="cpu"), progress=False))
 
 
 @pytest.mark.parametrize("change, message", [

@@ -105,7 +105,8 @@ def make_records() -> pd.DataFrame:
 def test_summarize_records_per_round() -> None:
     records = make_records()
     per_round = summarize_records(records[records["method"] == "a"], by=["round"])
-    assert list(per_round.columns) == ["round", "mean", "weighted_mean", "best5", "worst5", "std", "num_clients"]
+    assert list(per_round.columns) == ["round", "mean", "weighted_mean", "best5", "worst5", "std", "num_clients",
+                                      "num_unscored"]
     assert per_round["round"].tolist() == [1, 2]
     # round 1 pools 4 client rows (2 seeds): 10, 20, 30, 30 with weights 1, 3, 1, 3
     first = per_round.iloc[0]
@@ -231,3 +232,19 @@ def test_identical_methods_finds_a_column_that_equals_another():
     found = identical_methods(pd.DataFrame(rows), by=["q"])
     assert found.to_dict("records") == [{"q": 2, "method": "fedavg", "same_as": "gcfl"}]
     assert identical_methods(pd.DataFrame(rows).query("method != 'gcfl'"), by=["q"]).empty
+
+
+def test_clients_without_a_test_sample_are_left_out_of_every_summary_and_counted():
+    import math
+
+    records = pd.DataFrame({"method": "m", "seed": 0, "round": 1, "client": range(4),
+                            "accuracy": [80.0, 60.0, math.nan, 0.0], "num_samples": [10, 30, 0, 0]})
+    summary = summarize_records(records, by=["method"]).iloc[0]
+    assert summary["mean"] == 70.0 and summary["weighted_mean"] == 65.0 and summary["worst5"] == 60.0
+    assert (summary["num_clients"], summary["num_unscored"]) == (2, 2), "a stored 0 % of an empty client too"
+    table = final_summary(records, by=("method",))
+    assert table["mean"].item() == 70.0 and table["scored"].item() == "2 of 4 clients"
+    complete = final_summary(records[records["num_samples"] > 0], by=("method",))
+    assert "scored" not in complete.columns, "a table whose clients are all scored is as before"
+    nobody = summarize_records(records[records["num_samples"] == 0], by=["method"]).iloc[0]
+    assert math.isnan(nobody["mean"]) and (nobody["num_clients"], nobody["num_unscored"]) == (0, 2)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from gflkit.notebooks import NotebookError, execute
+from gflkit.papers import fedska, jgesr
 
 
 @pytest.mark.parametrize("profile, parameters, message", [
@@ -27,6 +28,12 @@ from gflkit.notebooks import NotebookError, execute
     ("smoke", {"seeds": [0.5]}, "seeds must be one non-negative integer or a list of them"),
     ("smoke", {"overrides": "{rounds: 3}"}, "overrides must be a dict with quoted keys"),
     ("smoke", {"overrides": {"method_options": {"mu": 1.0}}}, "override method_options must map a method"),
+    ("smoke", {"overrides": {"rounds": 2.5}}, "rounds must be an integer, got 2.5"),
+    ("smoke", {"overrides": {"rounds": True}}, "rounds must be an integer, got True"),
+    ("smoke", {"overrides": {"lr": float("nan")}}, "lr must be a finite number, got nan"),
+    ("smoke", {"overrides": {"methods": []}}, "sweep entry 'methods' is empty"),
+    ("smoke", {"overrides": {"num_clients": 1900}},
+     "the 'smoke' profile of quickstart does not fit its data: num_clients must lie in [1, 1797]"),
 ])
 def test_bad_parameters_fail_before_a_kernel_starts(tmp_path, profile, parameters, message):
     with pytest.raises(NotebookError) as failure:
@@ -90,14 +97,20 @@ def test_cli_mistakes_are_one_line_and_exit_2(argv, message, tmp_path):
     assert done.stderr.strip().startswith(message) and len(done.stderr.strip().splitlines()) == 1
 
 
-def test_an_unreachable_ray_cluster_is_one_line_and_exit_2_within_the_bounded_wait(tmp_path):
+@pytest.mark.parametrize("from_environment", [False, True])
+def test_an_unreachable_ray_cluster_is_one_line_and_exit_2_within_the_bounded_wait(tmp_path, from_environment):
+    """Named with --ray-address, or in $RAY_ADDRESS (Ray's own variable) with no flag."""
+    import os
+
     with socket.socket() as probe:  # a loopback port nothing listens on once the probe is closed
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     started = time.monotonic()
+    address = [] if from_environment else ["--ray-address", f"127.0.0.1:{port}"]
+    env = {**os.environ, **({"RAY_ADDRESS": f"127.0.0.1:{port}"} if from_environment else {})}
     done = subprocess.run([sys.executable, "-m", "gflkit.cli", "notebook", "quickstart", "--profile", "smoke",
-                           "--executor", "ray", "--ray-address", f"127.0.0.1:{port}", "--results", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120)
+                           "--executor", "ray", *address, "--results", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (f"gflkit notebook: no Ray cluster answers at 127.0.0.1:{port} (Connection "
                                    "refused, waited up to 5 s): start one there (ray start --head) or name another "
@@ -141,6 +154,14 @@ def test_a_skip_hint_names_the_exact_path_in_the_datasets_own_layout(tmp_path, m
     assert "cora/raw" not in message
 
 
+def assert_claims_decided_from_clients(claims: pd.DataFrame, decided: pd.DataFrame) -> None:
+    """The notebook's claims are what its paper module decides from the per-client CSV the notebook wrote:
+    the same verdicts, differences and intervals, so a table or verdict the notebook shows is the library's."""
+    shown = claims.set_index("claim").loc[decided["claim"]]
+    columns = ["verdict", "difference", "interval", "noise model"]
+    pd.testing.assert_frame_equal(shown[columns].reset_index(drop=True), decided[columns].reset_index(drop=True))
+
+
 @pytest.mark.integration
 def test_fedska_ci_profile_on_real_mnist(tmp_path, real_data_root):
     execute("fedska", "ci", tmp_path, {"data_root": str(real_data_root)})
@@ -163,6 +184,7 @@ def test_fedska_ci_profile_on_real_mnist(tmp_path, real_data_root):
     assert set(overlap["method"]) == {"local", "fedavg", "fedska"}
     claims = pd.read_csv(tmp_path / "claims.csv")
     assert len(claims) == 10 and set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
+    assert_claims_decided_from_clients(claims, fedska.decide_from_clients(tmp_path, "ci"))
     for figure in ("figure3_learning_curves.png", "figure4_k_sensitivity.png", "figure5_learned_graph.png"):
         assert (tmp_path / figure).stat().st_size > 10_000
 
@@ -181,6 +203,11 @@ def test_jgesr_notebook_writes_table1_figures_and_claims(tmp_path):
     assert same_matrix["F"].notna().all() and (same_matrix["graph gap at stop"] >= 0).all()
     claims = pd.read_csv(tmp_path / "claims.csv")
     assert len(claims) == 5 and set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
+    assert_claims_decided_from_clients(claims, jgesr.decide_from_clients(tmp_path, "smoke"))
+    clients = pd.read_csv(tmp_path / "table1_clients.csv")
+    means = clients.groupby(["s", "method"])["accuracy"].mean()
+    table = pd.read_csv(tmp_path / "table1.csv").set_index(["s", "method"])["mean"]
+    pd.testing.assert_series_equal(table.sort_index(), means.sort_index(), check_names=False)
     for figure in ("figure3_accuracy_per_round.png", "figure4_missing_rates.png", "learned_graph_vs_labels.png",
                    "pdca_objective.png", "jgesr_scale.png"):
         assert (tmp_path / figure).stat().st_size > 10_000

@@ -9,6 +9,7 @@ import pytest
 from gflkit.algorithms import ALGORITHMS
 from gflkit.algorithms.fedavg import FedAvg
 from gflkit.experiment import RunConfig
+from gflkit.models import MODELS, MCLR
 from gflkit.options import added_field, added_fields, keyed
 from gflkit.results import config_key
 
@@ -69,3 +70,50 @@ def test_added_runconfig_fields_and_channel_options_follow_the_same_rule():
 def test_an_added_field_refuses_a_mutable_default():
     with pytest.raises(TypeError, match="immutable"):
         added_field([])
+
+
+class ToyModel(MCLR):
+    """MCLR as it was: hidden 64."""
+
+
+def toy_key(monkeypatch, model: type, earlier: dict | None = None, **options) -> str:
+    from gflkit import experiment
+
+    monkeypatch.setitem(MODELS, "toy_model", model)
+    monkeypatch.setitem(experiment.EARLIER_MODEL_DEFAULTS, "toy_model", earlier or {"hidden": 64})
+    return config_key(RunConfig(dataset="digits", model="toy_model", model_options=options).to_dict())
+
+
+def test_a_changed_model_default_re_keys_the_runs_it_shapes(monkeypatch):
+    """The issue's case: MCLR's hidden 64 → 32 kept the key and served the old numbers."""
+    before = toy_key(monkeypatch, ToyModel)
+    smaller = type("Smaller", (MCLR,), {"__init__": lambda self, input_shape, num_classes, hidden=32:
+                                        MCLR.__init__(self, input_shape, num_classes, hidden=hidden)})
+    assert toy_key(monkeypatch, smaller) != before, "the new default shapes the run: a new key"
+    assert toy_key(monkeypatch, ToyModel, hidden=64) != before, "an option written out stays in the key, as before"
+    assert toy_key(monkeypatch, smaller, hidden=64) == toy_key(monkeypatch, ToyModel, hidden=64), \
+        "the same network asked for explicitly: one key whatever the default"
+
+
+def test_an_added_model_option_keeps_the_keys_once_its_earlier_value_is_declared(monkeypatch):
+    before = toy_key(monkeypatch, ToyModel)
+    wider = type("Wider", (MCLR,), {"__init__": lambda self, input_shape, num_classes, hidden=64, bias=True:
+                                    MCLR.__init__(self, input_shape, num_classes, hidden=hidden)})
+    assert toy_key(monkeypatch, wider, {"hidden": 64, "bias": True}) == before
+    assert toy_key(monkeypatch, wider) != before, "undeclared, it enters every key (and the pins report it)"
+
+
+def test_every_model_task_and_loader_option_has_its_earlier_value_declared():
+    """An option added without its earlier value would re-key every run of its model, task or dataset."""
+    from gflkit.data import dataset_names
+    from gflkit.defaults import EARLIER_DATA_DEFAULTS, EARLIER_MODEL_DEFAULTS, EARLIER_TASK_DEFAULTS
+    from gflkit.experiment import data_defaults, model_defaults, task_defaults
+    from gflkit.tasks import TASKS
+
+    undeclared = [(kind, name, sorted(set(current(name)) - set(earlier.get(name, {}))))
+                  for kind, names, current, earlier in [
+                      ("model", MODELS, model_defaults, EARLIER_MODEL_DEFAULTS),
+                      ("task", TASKS, task_defaults, EARLIER_TASK_DEFAULTS),
+                      ("dataset", dataset_names(), data_defaults, EARLIER_DATA_DEFAULTS)]
+                  for name in names]
+    assert [entry for entry in undeclared if entry[2]] == [], "declare these in gflkit/defaults.py"

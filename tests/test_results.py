@@ -4,6 +4,7 @@ import json
 import os
 import re
 import socket
+import time
 import warnings
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -15,6 +16,7 @@ import torch
 
 from gflkit.experiment import RunConfig, run, stored_artifacts, stored_key
 from gflkit.results import ResultStore, atomic_write_text, config_key
+from gflkit.runtime import Runtime
 
 
 def test_config_key_is_order_independent_and_sensitive_to_values():
@@ -78,9 +80,10 @@ import sys
 from gflkit.executors import run_grid
 from gflkit.experiment import RunConfig
 from gflkit.results import ResultStore
+from gflkit.runtime import Runtime
 
 configs = [RunConfig(dataset="digits", num_clients=4, method=m, rounds=6, seed=s, partition="iid") for m in ("fedavg", "local") for s in (0, 1)]
-records = run_grid(configs, store=ResultStore(sys.argv[1]), device="cpu")
+records = run_grid(configs, Runtime(device="cpu", store=ResultStore(sys.argv[1])))
 records.to_csv(sys.argv[2], index=False)
 """
 
@@ -119,15 +122,67 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
     assert not (store.folder(config) / "lock").exists()
 
 
+@pytest.mark.parametrize("content", [b"", b"\xff\xfe not text"])
+def test_a_lock_that_names_no_owner_is_stale_after_a_bounded_wait(tmp_path, content):
+    """What a full disk leaves: the lock file created, its owner never written. Fresh, it is being written and
+    waited for; once older than LOCK_WRITE_GRACE_S it is taken over, so no later run hangs on it."""
+    from gflkit import results
+
+    store = ResultStore(tmp_path)
+    config = {"method": "fedavg", "seed": 0}
+    store.folder(config).mkdir(parents=True)
+    lock = store.folder(config) / "lock"
+    lock.write_bytes(content)
+    with store._lock_if_free(config) as held:
+        assert not held, "a lock being written is not taken over at once"
+    old = time.time() - results.LOCK_WRITE_GRACE_S - 1
+    os.utime(lock, (old, old))
+    with store.lock(config, poll=0.01):
+        assert lock.read_text().endswith(f" {os.getpid()}")
+    assert not lock.exists()
+
+
+def test_a_lock_whose_owner_cannot_be_written_is_removed_and_the_error_raised(tmp_path, monkeypatch):
+    import errno
+
+    def full_disk(fd, mode):
+        os.close(fd)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    store = ResultStore(tmp_path)
+    config = {"method": "fedavg", "seed": 0}
+    monkeypatch.setattr(os, "fdopen", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        with store.lock(config, poll=0.01):
+            pass
+    assert not (store.folder(config) / "lock").exists(), "no empty lock is left to wedge the next run"
+
+
+def test_a_waiting_run_says_once_which_folder_and_whose_lock_it_waits_for(tmp_path, capfd):
+    import threading
+
+    store = ResultStore(tmp_path)
+    config = {"method": "fedavg", "seed": 0}
+    store.folder(config).mkdir(parents=True)
+    lock = store.folder(config) / "lock"
+    lock.write_text(f"{socket.gethostname()} {os.getppid()}")  # a live process holds it
+    threading.Timer(0.3, lock.unlink).start()
+    with store.lock(config, poll=0.05):
+        pass
+    said = capfd.readouterr().err
+    assert said.count("gflkit: waiting for the run in") == 1
+    assert str(store.folder(config)) in said and f"{socket.gethostname()} {os.getppid()}" in said
+
+
 def test_runs_stored_by_a_gpu_machine_are_read_without_one_and_others_refused_clearly(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     store = ResultStore(tmp_path)
-    computed = run(TINY, device="cpu", progress=False)
+    computed = run(TINY, Runtime(device="cpu"), progress=False)
     store.save(stored_key(TINY, "cuda"), computed.drop(columns=["method", "seed", "evaluate"]))  # as a GPU left it
-    read = run(TINY, store=store, device="cuda", progress=False)
+    read = run(TINY, Runtime(device="cuda", store=store), progress=False)
     pd.testing.assert_frame_equal(read, computed)
     with pytest.raises(RuntimeError, match="run fedu seed=1 is not stored under device 'cuda' and torch sees no CUDA"):
-        run(dataclasses.replace(TINY, seed=1), store=store, device="cuda", progress=False)
+        run(dataclasses.replace(TINY, seed=1), Runtime(device="cuda", store=store), progress=False)
     assert [p.name for p in tmp_path.iterdir()] == [store.folder(stored_key(TINY, "cuda")).name], \
         "the refused run leaves nothing behind"
 
@@ -154,10 +209,10 @@ class StoredRun(NamedTuple):
 @pytest.fixture
 def stored_run(tmp_path) -> StoredRun:
     store = ResultStore(tmp_path / "runs")
-    records = run(TINY, store=store, device="cpu", progress=False)
+    records = run(TINY, Runtime(device="cpu", store=store), progress=False)
     key = stored_key(TINY, "cpu")
     return StoredRun(store, key, store.folder(key), records, records.drop(columns=["method", "seed", "evaluate"]),
-                     stored_artifacts(TINY, store, "cpu"))
+                     stored_artifacts(TINY, Runtime(device="cpu", store=store)))
 
 
 def count_computations(monkeypatch) -> list[int]:
@@ -224,7 +279,7 @@ def test_a_damaged_run_is_set_aside_with_a_warning_and_recomputed(stored_run, mo
     damaged = {p.name: p.read_bytes() for p in stored_run.folder.iterdir()}
     computed = count_computations(monkeypatch)
     with pytest.warns(RuntimeWarning, match=re.escape(f"stored run {stored_run.folder} is damaged: {fault}")):
-        records = run(TINY, store=stored_run.store, device="cpu", progress=False)
+        records = run(TINY, Runtime(device="cpu", store=stored_run.store), progress=False)
     pd.testing.assert_frame_equal(records, stored_run.records)
     assert computed == [1], "the damaged run is recomputed by the normal path"
     [aside] = set_aside_folders(stored_run.folder)
@@ -232,7 +287,7 @@ def test_a_damaged_run_is_set_aside_with_a_warning_and_recomputed(stored_run, mo
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the recomputed run verifies
         pd.testing.assert_frame_equal(stored_run.store.load(stored_run.key), stored_run.stored)
-        assert torch.equal(stored_artifacts(TINY, stored_run.store, "cpu")["adjacency"],
+        assert torch.equal(stored_artifacts(TINY, Runtime(device="cpu", store=stored_run.store))["adjacency"],
                            stored_run.artifacts["adjacency"])
 
 
@@ -240,7 +295,7 @@ def test_load_artifacts_sets_a_damaged_run_aside_and_reports_it_unfinished(store
     cut_in_half(stored_run.folder / "artifacts.pt")
     with pytest.warns(RuntimeWarning, match=re.escape(str(stored_run.folder)) + ".*artifacts.pt does not match"):
         with pytest.raises(FileNotFoundError, match="no finished run"):
-            stored_artifacts(TINY, stored_run.store, "cpu")
+            stored_artifacts(TINY, Runtime(device="cpu", store=stored_run.store))
     assert len(set_aside_folders(stored_run.folder)) == 1
     assert stored_run.store.load(stored_run.key) is None
 

@@ -5,11 +5,12 @@ from gflkit import timing
 from gflkit.papers import sfl
 from gflkit.profiles import resolve_profile
 from gflkit.timing import time_interleaved, time_rounds
+from gflkit.runtime import Runtime
 
 
 def test_time_rounds_measures_training_and_aggregation_with_the_configs_own_options():
     params = resolve_profile(sfl.PROFILES, "smoke", overrides={"num_clients": 4})
-    timed = time_rounds(sfl.variant_config(params, "sfl", 0, method_options={"layers": 5}), device="cpu", rounds=1)
+    timed = time_rounds(sfl.variant_config(params, "sfl", 0, method_options={"layers": 5}), Runtime(device="cpu"), rounds=1)
     assert set(timed) == {"training_s", "aggregation_s"}
     assert timed["training_s"] > 0 and timed["aggregation_s"] > 0
 
@@ -18,7 +19,7 @@ def test_time_interleaved_passes_over_every_config_and_takes_each_ones_median(mo
     calls = []
     slow_second_pass = {("a", 2): 10.0}  # the machine slowed down during pass 2: a's outlier, not a's time
 
-    def fake_time_rounds(config, data_root, device, rounds):
+    def fake_time_rounds(config, runtime, rounds):
         calls.append(config)
         seconds = slow_second_pass.get((config, calls.count(config)), {"a": 1.0, "b": 2.0}[config] * calls.count(config))
         return {"training_s": seconds, "aggregation_s": 0.5}

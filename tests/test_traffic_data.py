@@ -23,6 +23,7 @@ from gflkit.data import ChecksumError, DatasetNotFoundError, get_spec, load_data
 from gflkit.data.loaders.traffic import load_traffic_graph, split_windows, traffic_datasets, train_statistics
 from gflkit.experiment import RunConfig, run
 from gflkit.tasks import ForecastingTask
+from gflkit.runtime import Runtime
 from test_metr_la import dcrnn_windows, make_metr_la, timestamps, write_pandas_h5
 
 REAL_ROOT = os.environ.get("GFLKIT_DATA")  # read at import: the autouse fixture hides it from the fixture tests
@@ -194,7 +195,7 @@ def test_pemsd_forecasting_runs_end_to_end(tmp_path):
                        test_ratio=None, batch_size=64, lr=0.01, rounds=1, method="fedavg",
                        model_options={"hidden": 8})
     with registered(spec):
-        records = run(config, tmp_path / "root", device="cpu", progress=False)
+        records = run(config, Runtime(data_root=tmp_path / "root", device="cpu"), progress=False)
     assert records["client"].nunique() == 4 and records["mae"].dropna().map(math.isfinite).all()
 
 
@@ -446,5 +447,5 @@ def test_sfl_table2_runs_sfl_over_the_sensor_graph_and_sfl_star_over_a_learned_o
         assert {c.dataset for c in table2} == {"pemsd4"} and {c.model for c in table2} == {"rnn"}
         assert table2[2].method_options["graph"] == "dataset" and table2[3].method_options["graph"] == "learned"
         for config in table2[2:]:
-            records = run(config, tmp_path / "root", device="cpu", progress=False)
+            records = run(config, Runtime(data_root=tmp_path / "root", device="cpu"), progress=False)
             assert records["client"].nunique() == flow.shape[1] and records["mae"].map(math.isfinite).all()

@@ -33,10 +33,10 @@ from torch import Tensor
 
 from gflkit.algorithms import build_algorithm
 from gflkit.algorithms.base import Algorithm
-from gflkit.experiment import (RunConfig, build_federation, initial_model, release_datasets, resolve_device,
-                               sample_dataset)
+from gflkit.experiment import RunConfig, build_federation, initial_model, release_datasets, sample_dataset
 from gflkit.federation import Federation, ServerFederation
 from gflkit.flower.methods import Split, UnsupportedMethod, check_method, split_for
+from gflkit.runtime import Runtime, resolve_device
 
 
 def check_config(config: RunConfig) -> Split:
@@ -113,15 +113,16 @@ class ClientProfile:
                    setup={key[len("setup."):]: value for key, value in tensors.items() if key.startswith("setup.")})
 
 
-def node_replica(config: RunConfig, partition: int, data_root: str | Path | None = None,
-                 device: str | torch.device = "auto", local_training: str | None = None) -> tuple[Replica, ClientProfile]:
-    """The copy of the run on the node of client ``partition``: only its samples, set up; and its profile."""
+def node_replica(config: RunConfig, partition: int, runtime: Runtime | None = None) -> tuple[Replica, ClientProfile]:
+    """The copy of the run on the node of client ``partition`` (on ``runtime``'s data root and device): only its
+    samples, set up; and its profile."""
     check_config(config)
-    fed = build_federation(config, data_root, device, local_training)
+    runtime = runtime or Runtime()
+    fed = build_federation(config, runtime)
     if not 0 <= partition < fed.num_clients:
         raise ValueError(f"gflkit.flower: partition-id {partition} is not a client of this run (clients "
                          f"0..{fed.num_clients - 1}); start one SuperNode per client")
-    data = sample_dataset(config, data_root)
+    data = sample_dataset(config, runtime.data_root)
     classification = config.task == "classification"
     profile = ClientProfile(partition, fed.num_clients, int(fed.num_train[partition]), int(fed.num_test[partition]),
                             bool(fed.held_out[partition]), tuple(data.input_shape), int(data.num_classes),
@@ -168,7 +169,7 @@ def cached_node_replica(config: RunConfig, partition: int, data_root: str | Path
            local_training)
     with _NODES_LOCK:
         if key not in _NODES:
-            _NODES[key] = node_replica(config, partition, data_root, device, local_training)
+            _NODES[key] = node_replica(config, partition, Runtime(data_root, device, local_training=local_training))
         return _NODES[key]
 
 

@@ -243,9 +243,10 @@ def held_out_accuracy(records: Any, by: Sequence[str] = ("dataset", "variant")) 
     return table.rename(columns={"weighted_mean": "accuracy", "weighted_mean_std": "accuracy_std"})
 
 
-def domain_probabilities(config: Any, store: Any, data_root: Any = None, device: str = "cpu") -> tuple[Any, Any]:
-    """The student's domain probabilities ``(N, D)`` for every image of ``config``'s dataset, with the
-    final global model of the stored FedCG run ``config``; returns them and the dataset."""
+def domain_probabilities(config: Any, runtime: Any) -> tuple[Any, Any]:
+    """The student's domain probabilities ``(N, D)`` for every image of ``config``'s dataset (under ``runtime``'s
+    data root), with the final global model of the FedCG run ``config`` in ``runtime``'s store (stored under its
+    device type); returns them and the dataset (on the CPU)."""
     import torch
 
     from gflkit.data import load_dataset
@@ -253,10 +254,10 @@ def domain_probabilities(config: Any, store: Any, data_root: Any = None, device:
     from gflkit.models import build_model
     from gflkit.state import FlatModule
 
-    data = load_dataset(config.dataset, root=data_root, **config.data_options)
+    data = load_dataset(config.dataset, root=runtime.data_root, **config.data_options)
     model = build_model(config.model, data.input_shape, data.num_classes, **config.model_options)
     flat = FlatModule(model)
-    flat.load(stored_artifacts(config, store, device)["global_model"])
+    flat.load(stored_artifacts(config, runtime)["global_model"].cpu())
     model.eval()
     with torch.no_grad():
         probabilities = torch.cat([torch.softmax(model.student(batch), dim=1) for batch in data.x.split(1024)])

@@ -259,10 +259,11 @@ def decide_from_clients(folder: str | Path, profile: str) -> Any:
     return claims_table(main_table_claims(clients, PROFILES[profile].sweep["methods"], ran, profile))
 
 
-def stored_main_clients(profile: str, seeds: Sequence[int], store: Any, data_root: str | Path | None = None,
-                        device: str = "auto", sections: Sequence[str] = ("table3", "table4")) -> Any:
+def stored_main_clients(profile: str, seeds: Sequence[int], runtime: Any,
+                        sections: Sequence[str] = ("table3", "table4")) -> Any:
     """:func:`reported_clients` of ``sections`` (Tables 3 and 4 by default) for ``seeds`` of ``profile``, read
-    from ``store`` (runs missing there are computed) — the rows a later session appends to the committed
+    from ``runtime``'s store (runs missing there are computed, on the datasets present under its data root) —
+    the rows a later session appends to the committed
     ``clients.csv`` before :func:`decide_from_clients`."""
     from gflkit.executors import run_grid
     from gflkit.profiles import resolve_profile
@@ -272,6 +273,6 @@ def stored_main_clients(profile: str, seeds: Sequence[int], store: Any, data_roo
     if unknown:
         raise ValueError(f"unknown section(s) {unknown}; stored_main_clients reads {sorted(tasks)}")
     params = resolve_profile(PROFILES, profile, seeds=list(seeds))
-    sections_runs = grids(params, list(sections), data_root)
-    return reported_clients({section: (run_grid(sections_runs[section], data_root, store, device), tasks[section])
+    sections_runs = grids(params, list(sections), runtime.data_root)
+    return reported_clients({section: (run_grid(sections_runs[section], runtime), tasks[section])
                              for section in sections})

@@ -14,6 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from gflkit.atomic import DiskFullError
 from gflkit.data.cli import add_data_commands
 
 if TYPE_CHECKING:
@@ -226,7 +227,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gflkit.threads import limit_threads
 
         limit_threads(args.threads)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except DiskFullError as error:  # e.g. storing a run: one line, not torch's zip-writer traceback
+        print(f"gflkit {args.command}: {error.strerror}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

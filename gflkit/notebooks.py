@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from gflkit.atomic import disk_full
 from gflkit.catalog import NOTEBOOKS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -239,6 +240,15 @@ def execute(
     return _execute_checked(source, output, params)
 
 
+def _moved(source: Path, target: Path) -> bool:
+    """Rename ``source`` to ``target`` (needs no space); whether it worked."""
+    try:
+        os.replace(source, target)
+    except OSError:
+        return False
+    return True
+
+
 def _execute_checked(source: Path, output: Path, params: dict[str, Any]) -> Path:
     """Execute the notebook ``source`` with checked ``params`` into the existing folder ``output``
     (see :func:`execute`)."""
@@ -264,6 +274,14 @@ def _execute_checked(source: Path, output: Path, params: dict[str, Any]) -> Path
             os.replace(running, failed)
         raise NotebookError(f"{name}: the kernel died (killed, or out of memory): run the same command again — "
                             f"finished runs are stored and an interrupted run resumes from its last checkpoint") from None
+    except OSError as error:  # the executed notebook could not be saved: a full disk, most likely
+        full = disk_full(running, error)
+        if full is None:
+            raise
+        kept = f"the failed notebook is {failed}" if running.exists() and _moved(running, failed) else \
+            "no failed notebook could be written"
+        raise NotebookError(f"{name}: {full.strerror}; {kept}; {executed.name} from an earlier success is "
+                            f"untouched") from None
     finally:
         running.unlink(missing_ok=True)
     return executed

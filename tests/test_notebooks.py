@@ -65,6 +65,28 @@ def test_a_failed_execution_keeps_the_good_notebook_and_sets_the_failed_one_asid
     assert not list(tmp_path.glob(".*running*")), "no temporary notebook left behind"
 
 
+@pytest.mark.parametrize("saved_part", [True, False])
+def test_a_full_disk_while_saving_the_executed_notebook_is_one_line(monkeypatch, tmp_path, saved_part):
+    import errno
+
+    (tmp_path / "quickstart.ipynb").write_text("good")
+
+    def full(source, output, **kwargs):
+        if saved_part:
+            Path(output).write_text("{}")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(papermill, "execute_notebook", full)
+    with pytest.raises(NotebookError) as failure:
+        execute("quickstart", "smoke", tmp_path)
+    said = str(failure.value)
+    assert "\n" not in said and said.startswith("quickstart: no space left to write ") and "MiB free there" in said
+    kept = "the failed notebook is" if saved_part else "no failed notebook could be written"
+    assert kept in said and (tmp_path / "quickstart.failed.ipynb").exists() == saved_part
+    assert (tmp_path / "quickstart.ipynb").read_text() == "good"
+    assert not list(tmp_path.glob(".*running*"))
+
+
 def test_a_killed_kernel_says_what_to_do(monkeypatch, tmp_path):
     from nbclient.exceptions import DeadKernelError
 

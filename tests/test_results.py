@@ -158,6 +158,41 @@ def test_a_lock_whose_owner_cannot_be_written_is_removed_and_the_error_raised(tm
     assert not (store.folder(config) / "lock").exists(), "no empty lock is left to wedge the next run"
 
 
+@pytest.mark.parametrize("error", [OSError(28, "No space left on device"),
+                                   RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 13120 vs 13014")])
+def test_a_full_disk_is_one_line_naming_the_file_and_the_free_space(tmp_path, error):
+    from gflkit.atomic import DiskFullError, atomic_write
+
+    target = tmp_path / "runs" / "records.csv"
+    with pytest.raises(DiskFullError) as failure:
+        with atomic_write(target) as handle:
+            handle.write(b"half")
+            raise error
+    said = failure.value.strerror
+    assert said.startswith(f"no space left to write {target} (") and "MiB free there" in said and "\n" not in said
+    assert not target.exists() and not list(target.parent.iterdir()), "no temporary file left behind"
+    with pytest.raises(ValueError, match="other"):  # anything else propagates as it is
+        with atomic_write(target) as handle:
+            raise ValueError("other")
+
+
+def test_precompute_on_a_full_disk_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
+    import errno
+
+    from gflkit import atomic
+    from gflkit.cli import main
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "fsync", no_space)
+    monkeypatch.setenv("GFLKIT_PROGRESS", "off")
+    code = main(["precompute", "quickstart", "--profile", "smoke", "--method", "local", "--results", str(tmp_path),
+                 "--device", "cpu"])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(said) == 1 and said[0].startswith("gflkit precompute: no space left to write ")
+
+
 def test_a_waiting_run_says_once_which_folder_and_whose_lock_it_waits_for(tmp_path, capfd):
     import threading
 

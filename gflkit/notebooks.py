@@ -21,6 +21,7 @@ from unittest import mock
 
 from gflkit.atomic import disk_full
 from gflkit.catalog import NOTEBOOKS
+from gflkit.lifeline import ENV_PARENT, process_alive
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO / "notebooks"
@@ -240,6 +241,14 @@ def execute(
     return _execute_checked(source, output, params)
 
 
+def _remove_dead_runnings(output: Path, name: str) -> None:
+    """Remove the temporary notebooks (``.<name>.<pid>.running.ipynb``) of executions whose process is gone."""
+    for path in output.glob(f".{name}.*.running.ipynb"):
+        pid = path.name[len(name) + 2:-len(".running.ipynb")]
+        if pid.isdigit() and not process_alive(int(pid)):
+            path.unlink(missing_ok=True)
+
+
 def _moved(source: Path, target: Path) -> bool:
     """Rename ``source`` to ``target`` (needs no space); whether it worked."""
     try:
@@ -258,13 +267,17 @@ def _execute_checked(source: Path, output: Path, params: dict[str, Any]) -> Path
     name = source.stem
     executed, failed = output / f"{name}.ipynb", output / f"{name}.failed.ipynb"
     running = output / f".{name}.{os.getpid()}.running.ipynb"
+    _remove_dead_runnings(output, name)
     try:
-        # The kernel inherits the environment: text bars, streamed to the terminal and saved readably.
+        # The kernel inherits the environment: text bars, streamed to the terminal and saved readably; and
+        # this process's pid, so that it ends when this process does (gflkit.lifeline).
         mode = os.environ.get("GFLKIT_PROGRESS") or "auto"
-        with mock.patch.dict(os.environ, {"GFLKIT_PROGRESS": "text" if mode == "auto" else mode}):
+        kernel_env = {"GFLKIT_PROGRESS": "text" if mode == "auto" else mode, ENV_PARENT: str(os.getpid())}
+        with mock.patch.dict(os.environ, kernel_env):
             papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(source.parent),
                                        progress_bar=False, stdout_file=sys.stdout, stderr_file=sys.stderr)
         os.replace(running, executed)
+        failed.unlink(missing_ok=True)  # an older failure would contradict the notebook that just succeeded
     except papermill.PapermillExecutionError as error:
         os.replace(running, failed)
         raise NotebookError(f"{name} failed in cell {error.exec_count}: {error.ename}: {error.evalue} — the failed "

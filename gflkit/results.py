@@ -48,6 +48,7 @@ import torch
 
 from gflkit.atomic import atomic_write, atomic_write_text
 from gflkit.engine import Checkpoint
+from gflkit.lifeline import process_alive
 
 #: Bump when a change to the engine changes the numbers a config produces; old runs are then ignored.
 SCHEMA_VERSION = 4  # 3: graph runs record validation metrics (val_<metric>); 4: RunConfig.held_out
@@ -74,13 +75,7 @@ def _lock_owner_alive(text: str) -> bool:
     host, _, pid = text.strip().rpartition(" ")
     if host != socket.gethostname():
         return True
-    try:
-        os.kill(int(pid), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid.isdigit() and process_alive(int(pid))
 
 
 #: Seconds a lock file may name no owner before it is judged stale: its writer died, or failed (a full disk),

@@ -8,6 +8,7 @@ import pytest
 papermill = pytest.importorskip("papermill")
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -85,6 +86,25 @@ def test_a_full_disk_while_saving_the_executed_notebook_is_one_line(monkeypatch,
     assert kept in said and (tmp_path / "quickstart.failed.ipynb").exists() == saved_part
     assert (tmp_path / "quickstart.ipynb").read_text() == "good"
     assert not list(tmp_path.glob(".*running*"))
+
+
+def test_a_success_clears_what_earlier_failures_and_dead_executions_left(monkeypatch, tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".quickstart.{int(dead.stdout)}.running.ipynb"
+    live = tmp_path / f".quickstart.{os.getppid()}.running.ipynb"  # another execution still running
+    for path in (stale, live, tmp_path / "quickstart.failed.ipynb"):
+        path.write_text("{}")
+    seen = {}
+
+    def succeed(source, output, **kwargs):
+        seen["parent"] = os.environ.get("GFLKIT_PARENT_PID")
+        Path(output).write_text("{}")
+
+    monkeypatch.setattr(papermill, "execute_notebook", succeed)
+    execute("quickstart", "smoke", tmp_path)
+    assert not stale.exists() and live.exists(), "a dead execution's temporary notebook is removed, a live one's kept"
+    assert not (tmp_path / "quickstart.failed.ipynb").exists(), "no older failure beside the new good notebook"
+    assert seen["parent"] == str(os.getpid()), "the kernel is told whose lifetime it shares (gflkit.lifeline)"
 
 
 def test_a_killed_kernel_says_what_to_do(monkeypatch, tmp_path):

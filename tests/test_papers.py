@@ -200,3 +200,40 @@ def test_fedvgae_committed_main_table_claims_are_decided_from_the_committed_clie
     decided = fedvgae.decide_from_clients(folder, "paper")
     committed = pd.read_csv(folder / "claims.csv").head(len(decided))
     pd.testing.assert_frame_equal(decided.astype(str), committed.astype(str))
+
+
+def quickstart_records(local: dict, fedavg: dict, fedprox: dict, clients: int = 12) -> pd.DataFrame:
+    """Last-round per-client rows of the quickstart's grid: per method, {q: mean accuracy}; each client's score is
+    the mean plus a client effect shared by the methods (so pairs are tight) and a little noise."""
+    rng = np.random.default_rng(0)
+    effect = rng.normal(0, 3, clients)
+    rows = [{"method": method, "seed": 0, "q": q, "client": k, "round": 10,
+             "accuracy": level + effect[k] + rng.normal(0, 0.2), "num_samples": 100}
+            for method, levels in (("local", local), ("fedavg", fedavg), ("fedprox", fedprox))
+            for q, level in levels.items() for k in range(clients)]
+    return pd.DataFrame(rows)
+
+
+def test_quickstart_claims_are_decided_in_its_module_without_the_notebook():
+    from gflkit.papers import quickstart
+
+    records = quickstart_records(local={2: 90, 10: 80}, fedavg={2: 60, 10: 85}, fedprox={2: 62, 10: 84})
+    claims = claims_table(quickstart.final_score_claims(records, ["local", "fedavg", "fedprox"], "ci"))
+    assert claims["claim"].tolist() == ["with q = 2 shards, Local beats FedAvg and FedProx",
+                                        "with q = 10 shards, FedAvg matches or beats Local (no more than 1 point below)",
+                                        "Local's accuracy falls as q grows (more classes per client)"]
+    assert claims["verdict"].tolist() == ["reproduced"] * 3
+    assert "Local against fedprox" in claims["evidence"].iloc[0], "decided against the better of the two"
+    reversed_ = quickstart_records(local={2: 55, 10: 90}, fedavg={2: 60, 10: 70}, fedprox={2: 58, 10: 69})
+    verdicts = claims_table(quickstart.final_score_claims(reversed_, ["local", "fedavg", "fedprox"], "ci"))["verdict"]
+    assert verdicts.tolist() == ["not reproduced"] * 3
+    subset = claims_table(quickstart.final_score_claims(records[records["method"] != "fedprox"], ["local", "fedavg"], "ci"))
+    assert subset["verdict"].tolist() == ["not run", "reproduced", "reproduced"]
+
+
+def test_quickstart_committed_claims_are_decided_from_the_committed_clients():
+    from gflkit.papers import quickstart
+
+    folder = Path(__file__).resolve().parents[1] / "docs" / "results" / "quickstart_ci"
+    decided = quickstart.decide_from_clients(folder, "ci")
+    pd.testing.assert_frame_equal(decided.astype(str), pd.read_csv(folder / "claims.csv").astype(str))

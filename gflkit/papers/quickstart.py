@@ -7,9 +7,13 @@ Local on each client's model after its local training.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Sequence
 
+import pandas as pd
+
 from gflkit.experiment import Run
+from gflkit.papers import Claim
 from gflkit.papers.fedska import PROTOCOL
 from gflkit.profiles import Profile, chosen_sections
 
@@ -54,3 +58,47 @@ def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any
     runs = [Run(params.config(method=method, partition_options={"shards_per_client": q}, seed=seed), {"q": q})
             for q in params.sweep["shards"] for method in params.sweep["methods"] for seed in params.seeds]
     return {name: runs for name in chosen_sections(sections, SECTIONS)}
+
+
+def final_score_claims(records: pd.DataFrame, ran: Sequence[str], profile: str) -> list[Claim]:
+    """The quickstart's three claims, decided by the per-client scores at each run's last round: ``records``
+    has rows with ``method``, ``q``, ``seed``, ``client``, ``round``, ``accuracy`` (and ``num_samples``) —
+    every round (the notebook's records) or the last one only (the committed ``table_clients.csv``), any number
+    of seeds. ``ran``: the methods that ran (a claim needing another is "not run")."""
+    from gflkit import metrics
+    from gflkit.papers import check_claim
+    from gflkit.papers.comparison import Scoring, compare, compare_with_best_other
+
+    qs = sorted(records["q"].unique())
+    q_low, q_high = qs[0], qs[-1]
+    mean = metrics.final_summary(records, value="accuracy", by=("q", "method")).set_index(["q", "method"])["mean"]
+    at_q = {q: records[records["q"] == q] for q in (q_low, q_high)}
+
+    def means(q: Any, *methods: str) -> str:
+        return ", ".join(f"{method} {mean[(q, method)]:.2f}" for method in methods)
+
+    def local_beats_both() -> tuple[Any, str]:  # Local against the better of the two, paired over the clients
+        other, difference = compare_with_best_other(at_q[q_low], "local", ["fedavg", "fedprox"])
+        return difference, f"q = {q_low}: {means(q_low, 'local', 'fedavg', 'fedprox')}; Local against {other}"
+
+    return [
+        check_claim(f"with q = {q_low} shards, Local beats FedAvg and FedProx", ["local", "fedavg", "fedprox"], ran,
+                    local_beats_both, profile),
+        check_claim(f"with q = {q_high} shards, FedAvg matches or beats Local (no more than 1 point below)",
+                    ["local", "fedavg"], ran,
+                    lambda: (compare(at_q[q_high], "fedavg", "local").exceeding(-1.0), means(q_high, "fedavg", "local")),
+                    profile),
+        # two partitions: client k at q_low and client k at q_high hold different data, paired by index only
+        check_claim("Local's accuracy falls as q grows (more classes per client)", ["local"], ran,
+                    lambda: (compare(records[records["method"] == "local"], q_low, q_high, Scoring(column="q")),
+                             f"local {mean[(q_low, 'local')]:.2f} at q = {q_low} vs {mean[(q_high, 'local')]:.2f} at "
+                             f"q = {q_high}"), profile),
+    ]
+
+
+def decide_from_clients(folder: str | Path, profile: str) -> pd.DataFrame:
+    """The claims table of :func:`final_score_claims` read from a folder's committed ``table_clients.csv``."""
+    from gflkit.papers import claims_table
+
+    records = pd.read_csv(Path(folder) / "table_clients.csv")
+    return claims_table(final_score_claims(records, sorted(records["method"].unique()), profile))

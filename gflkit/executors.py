@@ -128,13 +128,19 @@ def check_ray_address(address: str, timeout: float = RAY_CONNECT_TIMEOUT_S) -> N
                               f"one there (ray start --head) or name another with --ray-address") from None
 
 
+def cluster_address(address: str | None = None) -> str | None:
+    """The Ray cluster a grid runs on: ``address``, else ``$RAY_ADDRESS`` (Ray's own variable), else None (a
+    local Ray on this machine's cores)."""
+    return address or os.environ.get("RAY_ADDRESS", "").strip() or None
+
+
 def connect(ray: Any, address: str | None = None) -> None:
     """Connect to the Ray cluster at ``address``, else at ``$RAY_ADDRESS`` (checked first:
     :func:`check_ray_address`), or start a local instance on every core of this machine (no dashboard) when
     neither names one; a Ray already initialised in this process is used as it is."""
     if ray.is_initialized():
         return
-    address = address or os.environ.get("RAY_ADDRESS", "").strip() or None
+    address = cluster_address(address)
     if address is None:
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False)
     else:

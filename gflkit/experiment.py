@@ -29,12 +29,12 @@ from gflkit.data import SampleDataset, dataset_names, get_spec, load_dataset, lo
 from gflkit.data.partition import (SCHEMES, ClientSplit, hold_out_clients, matched_test_split, partition,
                                    split_by_marker, train_test_split)
 from gflkit.data.subgraphs import PARTITIONERS, ClientGraph, make_subgraph_clients
+from gflkit.defaults import EARLIER_DATA_DEFAULTS, EARLIER_MODEL_DEFAULTS, EARLIER_TASK_DEFAULTS
 from gflkit.engine import Checkpoint, Schedule, run_rounds
 from gflkit.federation import Federation, GraphFederation
 from gflkit.models import MODELS, build_model
 from gflkit.models.base import FeatureModel
-from gflkit.defaults import EARLIER_DATA_DEFAULTS, EARLIER_MODEL_DEFAULTS, EARLIER_TASK_DEFAULTS
-from gflkit.options import added_field, changed_defaults, keyed, keyword_defaults
+from gflkit.options import added_field, keyed, keyed_options, keyword_defaults
 from gflkit.runtime import Runtime, resolve_device
 from gflkit.seeding import HELD_OUT_CLIENTS, MODEL_INIT, derive_seed
 from gflkit.tasks import GRAPH_TASKS, TASKS, build_task
@@ -239,12 +239,12 @@ class RunConfig:
         data and task options it names plus every default of theirs that differs from the one the stored runs
         had (:mod:`gflkit.defaults`), so changing a default always does."""
         return {**keyed(self), "method_options": keyed(self.method_params()), "channel": keyed(self.uplink()),
-                "model_options": {**self.model_options, **changed_defaults(
-                    model_defaults(self.model), self.model_options, EARLIER_MODEL_DEFAULTS.get(self.model, {}))},
-                "data_options": {**self.data_options, **changed_defaults(
-                    data_defaults(self.dataset), self.data_options, EARLIER_DATA_DEFAULTS.get(self.dataset, {}))},
-                "task_options": {**self.task_options, **changed_defaults(
-                    task_defaults(self.task), self.task_options, EARLIER_TASK_DEFAULTS.get(self.task, {}))}}
+                "model_options": keyed_options(self.model_options, model_defaults(self.model),
+                                               EARLIER_MODEL_DEFAULTS.get(self.model, {})),
+                "data_options": keyed_options(self.data_options, data_defaults(self.dataset),
+                                              EARLIER_DATA_DEFAULTS.get(self.dataset, {})),
+                "task_options": keyed_options(self.task_options, task_defaults(self.task),
+                                              EARLIER_TASK_DEFAULTS.get(self.task, {}))}
 
     def method_params(self) -> Any:
         """The method's hyper-parameters (its ``Params`` dataclass)."""

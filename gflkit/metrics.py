@@ -147,6 +147,12 @@ def summarize_clients(values: Any, num_samples: Any = None, fraction: float = 0.
     }
 
 
+def scored_rows(records: pd.DataFrame) -> pd.DataFrame:
+    """The rows of clients that had something to be scored on: a test sample (``num_samples`` > 0; every row
+    when the records carry no ``num_samples``)."""
+    return records[records["num_samples"] > 0] if "num_samples" in records.columns else records
+
+
 def _require_columns(records: pd.DataFrame, columns: Sequence[str]) -> None:
     missing = [c for c in columns if c not in records.columns]
     if missing:
@@ -174,7 +180,7 @@ def summarize_records(
     weighted = "num_samples" in records.columns
     rows = []
     for keys, group in records.groupby(by, sort=True, dropna=False):
-        scored = group[group["num_samples"] > 0] if weighted else group
+        scored = scored_rows(group)
         summary = (summarize_clients(scored[value], scored["num_samples"] if weighted else None, fraction)
                    if len(scored) else {**dict.fromkeys(SUMMARY_COLUMNS, math.nan), "num_clients": 0})
         rows.append({**dict(zip(by, keys)), **summary, "num_unscored": len(group) - len(scored)})

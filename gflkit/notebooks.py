@@ -181,10 +181,10 @@ def check_profile(name: str, profile: str, parameters: dict[str, Any]) -> None:
         params = resolve_profile(paper.PROFILES, profile, parameters.get("seeds"), parameters.get("overrides"))
     except ValueError as error:
         raise NotebookError(f"{error}") from None
-    address = parameters.get("ray_address") or os.environ.get("RAY_ADDRESS", "").strip()
-    if parameters.get("executor") == "ray" and address:
-        from gflkit.executors import check_ray_address
+    from gflkit.executors import check_ray_address, cluster_address
 
+    address = cluster_address(parameters.get("ray_address"))
+    if parameters.get("executor") == "ray" and address:
         try:
             check_ray_address(address)
         except ConnectionError as error:

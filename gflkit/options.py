@@ -55,11 +55,12 @@ def keyword_defaults(function: Any, skip: int = 0) -> dict[str, Any]:
             if p.default is not inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
 
 
-def changed_defaults(current: dict[str, Any], given: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
-    """The ``current`` defaults that shape a run although no option names them: those not ``given`` whose value
-    is not the ``earlier`` runs' (a changed default, or an option added without declaring its earlier value)."""
-    return {name: value for name, value in current.items()
-            if name not in given and (name not in earlier or not _same(value, earlier[name]))}
+def keyed_options(given: dict[str, Any], current: dict[str, Any], earlier: dict[str, Any]) -> dict[str, Any]:
+    """The stored form of options: those ``given``, plus the ``current`` defaults that shape a run although no
+    option names them — those whose value is not the ``earlier`` runs' (a changed default, or an option added
+    without declaring its earlier value)."""
+    return {**given, **{name: value for name, value in current.items()
+                        if name not in given and (name not in earlier or not _same(value, earlier[name]))}}
 
 
 def _same(value: Any, earlier: Any) -> bool:

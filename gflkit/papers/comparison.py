@@ -329,8 +329,7 @@ class Scoring:
             raise ValueError(f"records lack the columns {missing}; they have {list(records.columns)}")
         rows = records if self.report is None else metrics.reported_rows(
             records, [self.column, "seed"], self.report, self.select_by or self.value)
-        if "num_samples" in rows.columns:  # a client without a test sample has no score to compare
-            rows = rows[rows["num_samples"] > 0]
+        rows = metrics.scored_rows(rows)  # a client without a test sample has no score to compare
         repeated = rows[rows.duplicated([self.column, "seed", "client"], keep=False)]
         if len(repeated):
             example = repeated[[self.column, "seed", "client"]].iloc[0].to_dict()

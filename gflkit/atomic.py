@@ -34,6 +34,17 @@ def disk_full(path: str | Path, error: BaseException) -> DiskFullError | None:
                                        f"choose another folder, then run the same command again")
 
 
+def _mode_for(path: Path) -> int:
+    """The permissions ``open(path, "w")`` would leave: an existing file's own, else 0o666 less the umask
+    (a temporary file is created 0o600, which would hide results from the other readers of a shared folder)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
     """Write ``path`` atomically: a uniquely named temporary file in the same folder, flushed to disk and
@@ -43,6 +54,7 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, mode) as handle:
             yield handle
             handle.flush()

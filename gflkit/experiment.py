@@ -103,8 +103,8 @@ class RunConfig:
         task: ``classification`` / ``forecasting`` for samples, ``link_prediction`` /
             ``node_classification`` for graphs; ``task_options`` its options (e.g. link prediction's
             ``reconstruction``, :class:`~gflkit.tasks.LinkPredictionTask`).
-        data_options: the loader's options (:func:`~gflkit.data.registry.load_dataset`; for graphs
-            :func:`~gflkit.data.registry.load_graph`, e.g. ``normalize_features``).
+        data_options: the loader's options (:func:`~gflkit.data.loading.load_dataset`; for graphs
+            :func:`~gflkit.data.loading.load_graph`, e.g. ``normalize_features``).
         channel: the uplink's corruption of uploads, options of :class:`~gflkit.channel.Channel`
             (``noise_scale`` s, ``missing_rate``; completed with its defaults: a perfect channel).
         seed: seeds partitioning, initialisation, sampling, minibatch order and the channel's noise.

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from gflkit import staging
 from gflkit.atomic import disk_full
 from gflkit.catalog import NOTEBOOKS
-from gflkit.lifeline import ENV_PARENT, process_alive
+from gflkit.lifeline import ENV_PARENT
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = REPO / "notebooks"
@@ -221,9 +222,10 @@ def execute(
     plus any extra ``parameters``. Everything that can be checked without a kernel is checked first, and
     nothing is written before it passed: :func:`check_parameters`, :func:`check_profile_name`,
     :func:`check_results_folder`, :func:`check_device` (without torch unless a CUDA device is asked for),
-    then :func:`check_profile`. The notebook executes into a temporary file that replaces
-    ``<output_dir>/<name>.ipynb`` only on success; a failed execution is kept as ``<name>.failed.ipynb``
-    (papermill puts the error at its top) and raises :class:`NotebookError`. The kernel's output (what the
+    then :func:`check_profile`. The notebook executes in a staging folder (:mod:`gflkit.staging`) whose
+    executed notebook, tables and figures replace ``<output_dir>``'s together only on success; a failed
+    execution's outputs are discarded, its notebook kept as ``<name>.failed.ipynb`` (papermill puts the error
+    at its top), and :class:`NotebookError` is raised. The kernel's output (what the
     notebook prints, and its progress bars as text) is streamed to this process's stdout / stderr while it
     runs. Returns the path of the executed notebook.
     """
@@ -237,16 +239,7 @@ def execute(
         params["data_root"] = os.environ["GFLKIT_DATA"]
     check_profile(name, params["profile"], params)
     output.mkdir(parents=True, exist_ok=True)
-    params["results_dir"] = str(output)
     return _execute_checked(source, output, params)
-
-
-def _remove_dead_runnings(output: Path, name: str) -> None:
-    """Remove the temporary notebooks (``.<name>.<pid>.running.ipynb``) of executions whose process is gone."""
-    for path in output.glob(f".{name}.*.running.ipynb"):
-        pid = path.name[len(name) + 2:-len(".running.ipynb")]
-        if pid.isdigit() and not process_alive(int(pid)):
-            path.unlink(missing_ok=True)
 
 
 def _moved(source: Path, target: Path) -> bool:
@@ -260,14 +253,17 @@ def _moved(source: Path, target: Path) -> bool:
 
 def _execute_checked(source: Path, output: Path, params: dict[str, Any]) -> Path:
     """Execute the notebook ``source`` with checked ``params`` into the existing folder ``output``
-    (see :func:`execute`)."""
+    (see :func:`execute`): in a staging folder whose outputs replace ``output``'s together on success
+    (:mod:`gflkit.staging`)."""
     import papermill
     from nbclient.exceptions import DeadKernelError
 
     name = source.stem
     executed, failed = output / f"{name}.ipynb", output / f"{name}.failed.ipynb"
-    running = output / f".{name}.{os.getpid()}.running.ipynb"
-    _remove_dead_runnings(output, name)
+    staging.remove_dead(output, name)
+    stage = staging.staging_folder(output, name)
+    running = stage / executed.name
+    params = {**params, "results_dir": str(stage)}
     try:
         # The kernel inherits the environment: text bars, streamed to the terminal and saved readably; and
         # this process's pid, so that it ends when this process does (gflkit.lifeline).
@@ -276,7 +272,8 @@ def _execute_checked(source: Path, output: Path, params: dict[str, Any]) -> Path
         with mock.patch.dict(os.environ, kernel_env):
             papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(source.parent),
                                        progress_bar=False, stdout_file=sys.stdout, stderr_file=sys.stderr)
-        os.replace(running, executed)
+        staging.retarget(running, stage, output)
+        staging.publish(stage, output)
         failed.unlink(missing_ok=True)  # an older failure would contradict the notebook that just succeeded
     except papermill.PapermillExecutionError as error:
         os.replace(running, failed)
@@ -296,5 +293,5 @@ def _execute_checked(source: Path, output: Path, params: dict[str, Any]) -> Path
         raise NotebookError(f"{name}: {full.strerror}; {kept}; {executed.name} from an earlier success is "
                             f"untouched") from None
     finally:
-        running.unlink(missing_ok=True)
+        staging.discard(stage)  # a failure's tables and figures: the previous outputs stay as they were
     return executed

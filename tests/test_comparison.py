@@ -7,7 +7,8 @@ from gflkit.papers import Verdict
 from gflkit.papers.comparison import (Difference, Scoring, at_least, best_other, best_other_per_group,
                                       against_every_candidate, client_difference, compare, compare_per_group,
                                       compare_with_best_other,
-                                      difference_noise, every, held_out_difference, seed_difference, tied_best)
+                                      difference_noise, every, held_out_difference, seed_difference, spread_within,
+                                      tied_best)
 
 
 def records_of(scores: dict[str, list[float]], seeds=(0,), num_samples=None, last_round=5) -> pd.DataFrame:
@@ -263,3 +264,14 @@ def test_a_bound_next_to_the_threshold_is_printed_with_its_side():
     assert Difference(-0.43, -0.86, -0.0028, "m", 3).interval_text == "[−0.86, −0.003]"
     assert Difference(0.0, 0.0, 0.0, "m", 3).interval_text == "[+0.00, +0.00]"
     assert Difference(1.0, 0.4961, 2.0, "m", 3).exceeding(0.5).interval_text == "[+0.496, +2.00]"
+
+
+def test_spread_within_compares_the_highest_mean_side_with_the_lowest():
+    base = np.linspace(60, 90, 20)
+    tight = records_of({"k5": list(base), "k30": list(base + 0.3), "k80": list(base + 0.6)})
+    high, low, difference = spread_within(tight, 2.0)
+    assert (high, low) == ("k80", "k5") and difference.estimate == pytest.approx(0.6)
+    assert difference.verdict is Verdict.REPRODUCED
+    wide = records_of({"k5": list(base), "k80": list(base + 4.0)})
+    assert spread_within(wide, 2.0)[2].verdict is Verdict.NOT_REPRODUCED
+    assert spread_within(records_of({"k5": list(base)}), 2.0) is None

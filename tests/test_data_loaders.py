@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import gflkit.data.loaders.cifar as cifar
-import gflkit.data.registry as registry
+from gflkit.data.cache import clean_cache
 import gflkit.data.loaders.femnist as femnist
 import gflkit.data.loaders.mnist as mnist
 import gflkit.data.loaders.shakespeare as shakespeare
@@ -356,10 +356,10 @@ def test_clean_cache_removes_only_derived_files(tmp_path):
         load_dataset("mnist", root)
         folder = tmp_path / "cache" / "mnist"
         (folder / "notes.txt").write_text("a user's file")
-        removed = registry.clean_cache("mnist", root)
+        removed = clean_cache("mnist", root)
         assert {p.name for p in removed} >= {"sha256-index.json"} and any(p.suffix == ".pt" for p in removed)
         assert [p.name for p in folder.iterdir()] == ["notes.txt"] and _files(root) == raw_before
-        assert registry.clean_cache("mnist", root) == []
+        assert clean_cache("mnist", root) == []
 
 
 # ------------------------------------------------------------------------------------- real data (CI)

@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import gflkit.data.registry as registry
+import gflkit.data.download as download
+import gflkit.data.integrity as integrity
+from gflkit.atomic import atomic_write
+from gflkit.data.cache import user_cache_root
 from data_fixtures import (
     SHAKESPEARE_TFF_FILES,
     TFF_CLIENTS,
@@ -91,17 +94,17 @@ def test_cache_dir_precedence(tmp_path, monkeypatch):
             path.chmod(0o755)
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert registry.user_cache_root() == tmp_path / "home" / ".cache" / "gflkit"
+    assert user_cache_root() == tmp_path / "home" / ".cache" / "gflkit"
 
 
 def test_atomic_write_leaves_nothing_on_error(tmp_path):
     target = tmp_path / "out" / "file.bin"
     with pytest.raises(RuntimeError):
-        with registry.atomic_write(target) as handle:
+        with atomic_write(target) as handle:
             handle.write(b"partial")
             raise RuntimeError("boom")
     assert list(target.parent.iterdir()) == []
-    with registry.atomic_write(target) as handle:
+    with atomic_write(target) as handle:
         handle.write(b"whole")
     assert target.read_bytes() == b"whole" and [p.name for p in target.parent.iterdir()] == ["file.bin"]
 
@@ -194,8 +197,8 @@ def test_verify_full_always_hashes_and_quick_uses_index(tmp_path, monkeypatch):
     root = tmp_path / "root"
     spec, _ = make_mnist(root)
     calls = []
-    real = registry.sha256_file
-    monkeypatch.setattr(registry, "sha256_file", lambda p, *a, **k: calls.append(p) or real(p, *a, **k))
+    real = integrity.sha256_file
+    monkeypatch.setattr(integrity, "sha256_file", lambda p, *a, **k: calls.append(p) or real(p, *a, **k))
     with registered(spec):
         verify_dataset("mnist", root, full=False)
         assert len(calls) == 4
@@ -246,7 +249,7 @@ def test_offline_switch_prevents_network(tmp_path, monkeypatch):
     spec, _ = make_mnist(root)
     (root / "mnist" / "raw" / "train-labels-idx1-ubyte.gz").unlink()
     monkeypatch.setenv("GFLKIT_OFFLINE", "1")
-    monkeypatch.setattr(registry.urllib.request, "urlopen", lambda *a, **k: pytest.fail("network used"))
+    monkeypatch.setattr(download.urllib.request, "urlopen", lambda *a, **k: pytest.fail("network used"))
     with registered(spec), pytest.raises(DatasetNotFoundError, match="GFLKIT_OFFLINE"):
         load_dataset("mnist", root)
 

@@ -103,3 +103,53 @@ def test_cluster_summary_counts_clients_per_cluster_and_test_images_per_domain()
     summary = fedcg.cluster_summary(torch.tensor([0, 2, -1, 2, 0, -1]), torch.tensor([2, 2, 2, 0]), 3)
     assert summary == {"D": 3, "training clients per cluster": [2, 0, 2], "test images per domain": [1, 0, 3],
                        "domains used at test": 2}
+
+
+def measured(**changes):
+    """FedCG's measurements at a budget where every claim is decided: 2,000 unseen CelebA images, 50,000 FEMNIST ones."""
+    import pandas as pd
+
+    values = dict(
+        table5=pd.Series({("celeba", "fedavg"): 80.0, ("celeba", "fedcg"): 86.0, ("femnist", "fedavg"): 70.0,
+                          ("femnist", "fedcg"): 71.0, ("femnist", "fedprox"): 69.0, ("femnist", "scaffold"): 71.2}),
+        table4=pd.Series({"last-eye-clf-4-soft": 89.0, "all-eye-clf-4-hard": 84.0, "all-eye-kmeans-4-hard": 83.5}),
+        table4_dataset="celeba",
+        table3=pd.Series({"fedcg_H_W_relu": 80.0, "fedcg_U_W_relu": 85.0, "domain_models": 86.0}),
+        test_images={"celeba": 2000, "femnist": 50000}, majority={"celeba": 55.0, "femnist": 10.0},
+        correlation=pd.Series({name: 0.1 for name in fedcg.DOMAIN_ATTRIBUTES[:5]}), domain_only=60.0,
+        final_lambda=pd.Series({"celeba": 0.4, "femnist": 2.0}))
+    return fedcg.Measured(**{**values, **changes})
+
+
+def test_claims_are_decided_in_the_module_on_measured_accuracies_without_the_notebook():
+    from gflkit.papers import claims_table
+
+    claims = claims_table(fedcg.claims(measured(), "paper"))
+    assert claims["verdict"].tolist() == [
+        "reproduced",       # +6 on 2,000 images
+        "not reproduced",   # +1 where the claim asks for more than 2: [+0.43, +1.57] on 50,000 images
+        "reproduced",       # +2
+        "reproduced",       # −0.2: within 1 point
+        "reproduced",       # +5 over the best other row
+        "inconclusive",     # +0.5
+        "not reproduced",   # the domain models are 6 points above
+        "not reproduced",   # −5
+        "reproduced", "reproduced"]
+    assert claims["noise model"].iloc[0] == "per-image standard error, 2000 test images"
+    assert "Bonferroni over 2 candidates" in claims["noise model"].iloc[6]
+    assert "best other: domain_models 86.00" in claims["evidence"].iloc[6]
+
+
+def test_claims_undecided_at_a_budget_that_learned_nothing_or_whose_rows_did_not_run():
+    import pandas as pd
+
+    from gflkit.papers import claims_table
+
+    no_learning = measured(majority={"celeba": 79.0, "femnist": 69.9},
+                           final_lambda=pd.Series({"celeba": 1.02, "femnist": 0.97}),
+                           table3=pd.Series(dtype=float), correlation=pd.Series({"Attractive": 0.5}))
+    claims = claims_table(fedcg.claims(no_learning, "ci"))
+    assert claims["verdict"].tolist() == ["not run"] * 4 + ["reproduced", "inconclusive"] + ["not run"] * 4
+    assert claims["evidence"].iloc[0].startswith("undecided: FedAvg 80.00 ≈ the majority class 79.00")
+    assert "needs ['fedcg_H_W_relu', 'domain_models']" in claims["evidence"].iloc[6]
+    assert claims["evidence"].iloc[9].endswith("λ barely moved at this budget")

@@ -63,7 +63,7 @@ def test_a_failed_execution_keeps_the_good_notebook_and_sets_the_failed_one_asid
         execute("quickstart", "smoke", tmp_path)
     assert (tmp_path / "quickstart.ipynb").read_text() == "good"
     assert "at the top" in (tmp_path / "quickstart.failed.ipynb").read_text()
-    assert not list(tmp_path.glob(".*running*")), "no temporary notebook left behind"
+    assert not list(tmp_path.glob(".*running*")), "no staging folder left behind"
 
 
 @pytest.mark.parametrize("saved_part", [True, False])
@@ -90,9 +90,13 @@ def test_a_full_disk_while_saving_the_executed_notebook_is_one_line(monkeypatch,
 
 def test_a_success_clears_what_earlier_failures_and_dead_executions_left(monkeypatch, tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    stale = tmp_path / f".quickstart.{int(dead.stdout)}.running.ipynb"
-    live = tmp_path / f".quickstart.{os.getppid()}.running.ipynb"  # another execution still running
-    for path in (stale, live, tmp_path / "quickstart.failed.ipynb"):
+    stale = tmp_path / f".quickstart.{int(dead.stdout)}.running"
+    older_layout = tmp_path / f".quickstart.{int(dead.stdout)}.running.ipynb"
+    live = tmp_path / f".quickstart.{os.getppid()}.running"  # another execution still running
+    for folder in (stale, live):
+        folder.mkdir()
+        (folder / "table.csv").write_text("partial")
+    for path in (older_layout, tmp_path / "quickstart.failed.ipynb"):
         path.write_text("{}")
     seen = {}
 
@@ -102,9 +106,79 @@ def test_a_success_clears_what_earlier_failures_and_dead_executions_left(monkeyp
 
     monkeypatch.setattr(papermill, "execute_notebook", succeed)
     execute("quickstart", "smoke", tmp_path)
-    assert not stale.exists() and live.exists(), "a dead execution's temporary notebook is removed, a live one's kept"
+    assert not stale.exists() and not older_layout.exists(), "a dead execution's staging folder is removed"
+    assert (live / "table.csv").exists(), "a live one's is kept"
     assert not (tmp_path / "quickstart.failed.ipynb").exists(), "no older failure beside the new good notebook"
     assert seen["parent"] == str(os.getpid()), "the kernel is told whose lifetime it shares (gflkit.lifeline)"
+
+
+def write_outputs(output, table, notebook="{}"):
+    """What a notebook execution writes into its ``results_dir``: a table, a figure, the executed notebook."""
+    folder = Path(output).parent
+    (folder / "table.csv").write_text(table)
+    (folder / "figure.png").write_bytes(b"png " + table.encode())
+    Path(output).write_text(notebook)
+
+
+def test_outputs_of_a_failed_execution_never_mix_with_the_previous_ones(monkeypatch, tmp_path):
+    seen = {}
+
+    def succeed(source, output, parameters, **kwargs):
+        seen["results_dir"] = parameters["results_dir"]
+        assert (Path(parameters["results_dir"]) / "runs").resolve() == (tmp_path / "runs").resolve(), \
+            "runs are stored where every later execution finds them"
+        write_outputs(output, "good", json.dumps({"cells": [{"source": f"results_dir = {parameters['results_dir']!r}"}]}))
+        (Path(output).parent / "only_first.csv").write_text("first")
+
+    monkeypatch.setattr(papermill, "execute_notebook", succeed)
+    execute("quickstart", "smoke", tmp_path)
+    assert (tmp_path / "table.csv").read_text() == "good" and (tmp_path / "only_first.csv").exists()
+    notebook = (tmp_path / "quickstart.ipynb").read_text()
+    assert str(tmp_path) in notebook and ".running" not in notebook, "the notebook names where its files are"
+    assert seen["results_dir"] != str(tmp_path)
+
+    def fail(source, output, **kwargs):
+        write_outputs(output, "from the failed run")
+        raise papermill.PapermillExecutionError(5, 7, "raise ValueError", "ValueError", "boom", [])
+
+    monkeypatch.setattr(papermill, "execute_notebook", fail)
+    with pytest.raises(NotebookError):
+        execute("quickstart", "smoke", tmp_path)
+    assert (tmp_path / "table.csv").read_text() == "good" and (tmp_path / "figure.png").read_bytes() == b"png good"
+    assert (tmp_path / "quickstart.ipynb").read_text() == notebook
+    assert not list(tmp_path.glob(".*running*"))
+
+    monkeypatch.setattr(papermill, "execute_notebook", lambda source, output, **kwargs: write_outputs(output, "second"))
+    execute("quickstart", "smoke", tmp_path)
+    assert (tmp_path / "table.csv").read_text() == "second"
+    assert not (tmp_path / "only_first.csv").exists(), "a file the previous success wrote and this one did not is gone"
+    assert (tmp_path / "runs").is_dir() or not (tmp_path / "runs").exists()
+
+
+def test_a_killed_execution_leaves_the_previous_outputs_and_its_staging_is_cleared_later(tmp_path):
+    """A real ``gflkit notebook`` killed with SIGKILL while its kernel writes: the folder keeps the previous
+    success's files, and the next execution discards the dead one's staging folder."""
+    (tmp_path / "table.csv").write_text("previous")
+    (tmp_path / "quickstart.ipynb").write_text("previous")
+    env = {**os.environ, "GFLKIT_PROGRESS": "off"}
+    process = subprocess.Popen([sys.executable, "-m", "gflkit.cli", "notebook", "quickstart", "--profile", "smoke",
+                                "--results", str(tmp_path), "-p", 'overrides={"rounds": 200}'],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not list(tmp_path.glob(".quickstart.*.running/partition.png")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    process.kill()
+    process.wait()
+    staged = list(tmp_path.glob(".quickstart.*.running"))
+    assert staged and (staged[0] / "partition.png").exists(), "the kernel had written a figure into its staging folder"
+    assert (tmp_path / "table.csv").read_text() == "previous" and (tmp_path / "quickstart.ipynb").read_text() == "previous"
+    from gflkit import staging
+
+    deadline = time.monotonic() + 30  # the kernel ends with the command (gflkit.lifeline) and writes no more
+    while staged[0].exists() and time.monotonic() < deadline:
+        staging.remove_dead(tmp_path, "quickstart")
+        time.sleep(0.5)
+    assert not staged[0].exists() and (tmp_path / "runs").is_dir(), "staging cleared, the stored runs kept"
 
 
 def test_a_killed_kernel_says_what_to_do(monkeypatch, tmp_path):

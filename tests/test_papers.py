@@ -139,15 +139,29 @@ def test_fedska_claims_from_committed_per_client_csvs_equal_the_notebooks(tmp_pa
     ablation = records[(records["method"] == "fedska") & (records["q"] == 2)].drop(columns="method")
     ablation = pd.concat([ablation.assign(setting=s) for s in fedska.VARIANTS])
     ablation["accuracy"] += rng.normal(0, 1, len(ablation))
-    notebook = claims_table(fedska.final_score_claims(records, ablation, list(fedska.METHODS), "paper1"))
+    k_records = records[(records["method"] == "fedska") & (records["q"] == 2)].drop(columns="method")
+    k_records = pd.concat([k_records.assign(k=k, accuracy=k_records["accuracy"] + rng.normal(0, 0.1, len(k_records)))
+                           for k in (5, 30)])
+    area = records.groupby(["q", "method", "seed", "client"], as_index=False)["accuracy"].mean()
+    edge_weights = pd.DataFrame([{"q": q, "seed": seed, "mean_edge_weight": 0.01 * q + rng.normal(0, 0.001)}
+                                 for q in (2, 10) for seed in (0, 1, 2)])
+    figures = {"area": area, "k_records": k_records, "edge_weights": edge_weights}
+    notebook = claims_table(fedska.claims(records, ablation, list(fedska.METHODS), "paper1", **figures))
     keep = ["seed", "evaluate", "q", "client", "round", "accuracy", "num_samples"]
     metrics.reported_rows(records, ["q", "method", "seed"])[["method", *keep]].to_csv(tmp_path / "table1_clients.csv",
                                                                                       index=False)
     metrics.reported_rows(ablation, ["setting", "seed"])[["setting", *keep]].to_csv(tmp_path / "table3_clients.csv",
                                                                                    index=False)
+    without_figures = fedska.decide_from_clients(tmp_path, "paper1")
+    assert without_figures["verdict"].tolist()[7:] == ["not run"] * 3
+    pd.testing.assert_frame_equal(without_figures.head(7), notebook.head(7))
+    metrics.reported_rows(k_records, ["q", "k", "seed"])[["k", *keep]].to_csv(tmp_path / "k_clients.csv", index=False)
+    area.to_csv(tmp_path / "area_clients.csv", index=False)
+    edge_weights.to_csv(tmp_path / "edge_weights.csv", index=False)
     committed = fedska.decide_from_clients(tmp_path, "paper1")
     pd.testing.assert_frame_equal(committed, notebook)
-    assert len(notebook) == 7 and notebook["noise model"].str.contains("Student t over 3 seeds").all()
+    assert len(notebook) == 10 and notebook["noise model"].str.contains("Student t over 3 seeds").all()
+    assert notebook["verdict"].iloc[-2:].tolist() == ["reproduced", "reproduced"], "k: ±0.1 noise; q=2 edges weaker"
 
 
 def test_jgesr_claims_from_committed_per_client_csvs_equal_the_notebooks(tmp_path):
@@ -160,45 +174,89 @@ def test_jgesr_claims_from_committed_per_client_csvs_equal_the_notebooks(tmp_pat
             for method in jgesr.METHODS for s in (0.1, 0.2) for seed in (0, 1) for client in range(5)
             for round_ in (15, 30)]
     records = pd.DataFrame(rows)
-    notebook = claims_table(jgesr.final_score_claims(records, list(jgesr.METHODS), "paper1"))
+    pdca = records[(records["method"] == "pdca") & (records["s"] == 0.1)]
+    missing = pd.concat([pdca.assign(missing=rate, accuracy=pdca["accuracy"] - 20 * rate) for rate in (0.0, 0.1)])
+    objective = np.array([10.0, 7.5, 7.5, 7.0])
+    notebook = claims_table(jgesr.claims(records, list(jgesr.METHODS), "paper1", missing=missing, objective=objective,
+                                         correlation=0.42))
     metrics.reported_rows(records, ["s", "method", "seed"]).to_csv(tmp_path / "table1_clients.csv", index=False)
+    assert jgesr.decide_from_clients(tmp_path, "paper1")["verdict"].tolist()[2:] == ["not run"] * 3
+    metrics.reported_rows(missing, ["missing", "seed"]).to_csv(tmp_path / "figure4_clients.csv", index=False)
+    pd.DataFrame({"iteration": range(4), "objective": objective}).to_csv(tmp_path / "pdca_objective.csv", index=False)
+    pd.DataFrame([{"pairs": 10, "pearson_r": 0.42}]).to_csv(tmp_path / "learned_graph_correlation.csv", index=False)
     committed = jgesr.decide_from_clients(tmp_path, "paper1")
     pd.testing.assert_frame_equal(committed, notebook)
-    assert len(notebook) == 2 and notebook["noise model"].str.contains("Student t over 2 seeds").all()
-    assert notebook["evidence"].str.endswith("(2 seed(s))").all()
+    assert len(notebook) == 5 and notebook["noise model"].iloc[:3].str.contains("Student t over 2 seeds").all()
+    assert notebook["evidence"].iloc[:2].str.endswith("(2 seed(s))").all()
+    assert notebook["verdict"].iloc[2:].tolist() == ["reproduced"] * 3
+    assert notebook["evidence"].iloc[2] == "largest drop 2.00 points over missing rates [0.0, 0.1]"
 
 
-def test_fedvgae_main_table_claims_from_the_committed_clients_csv_equal_the_notebooks(tmp_path):
+def test_jgesr_objective_check_tolerates_rounding_only():
+    from gflkit.papers import jgesr
+
+    assert jgesr.non_increasing([5.0, 5.0 * (1 + 1e-12), 4.0])
+    assert not jgesr.non_increasing([5.0, 5.001, 4.0])
+
+
+def test_fedvgae_claims_from_the_committed_clients_csv_equal_the_notebooks(tmp_path):
     from gflkit.papers import fedvgae
 
     rng = np.random.default_rng(2)
     methods = list(fedvgae.PROFILES["paper"].sweep["methods"])
-    sections = {"table3": ("link_prediction", ("cora", "citeseer", "polblogs")),
-                "table4": ("node_classification", ("cora", "citeseer"))}
+    named = {"table5_node_classification": ("node_classification", ("cora", "citeseer"), ("fedavg", "fedvgae"),
+                                            ("encoder", "first_layer", "all")),
+             "table6": ("link_prediction", ("cora",), ("fedvgae",), tuple(fedvgae.COMPONENTS)),
+             "tables7_8": ("link_prediction", ("cora",), ("fedvgae",), ("lambda_1.0", "phi_0.1", "phi_0.5"))}
+    sections = {"table3": ("link_prediction", ("cora", "citeseer", "polblogs"), methods, (None,)),
+                "table4": ("node_classification", ("cora", "citeseer"), methods, (None,)), **named}
     frames = {}
-    for section, (task, datasets) in sections.items():
+    for section, (task, datasets, section_methods, settings) in sections.items():
         score = fedvgae.SCORES[task]
         frames[section] = (pd.DataFrame([
-            {"dataset": d, "method": m, "seed": seed, "client": k, "round": r, score: float(rng.uniform(60, 90)),
-             f"val_{score}": float(rng.uniform(60, 90))}
-            for d in datasets for m in methods for seed in (0, 1, 2) for k in range(4) for r in (1, 2, 3)]), task)
+            {"dataset": d, "method": m, **({"setting": s} if s else {}), "seed": seed, "client": k, "round": r,
+             score: float(rng.uniform(60, 90)), f"val_{score}": float(rng.uniform(60, 90))}
+            for d in datasets for m in section_methods for s in settings for seed in (0, 1, 2) for k in range(4)
+            for r in (1, 2, 3)]), task)
     clients = fedvgae.reported_clients(frames)
-    assert (clients.groupby(["section", "dataset", "method", "seed", "client"]).size() == 1).all()
-    ran = [*methods, "table3", "table4"]
-    notebook = claims_table(fedvgae.main_table_claims(clients, methods, ran, "paper"))
+    assert (clients.groupby(["section", "dataset", "method", "setting", "seed", "client"]).size() == 1).all()
+    ran = [*methods, *sections]
+    notebook = claims_table(fedvgae.claims(clients, methods, ran, "paper"))
     clients.to_csv(tmp_path / "clients.csv", index=False)
     committed = fedvgae.decide_from_clients(tmp_path, "paper")
     pd.testing.assert_frame_equal(committed, notebook)
-    assert len(notebook) == 2 and notebook["noise model"].str.contains("Student t over 3 seeds").all()
+    assert len(notebook) == 5 and notebook["noise model"].str.contains("Student t over 3 seeds").all()
     assert set(notebook["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
+    assert notebook["evidence"].str.endswith("(3 seed(s))").all()
+    without_ablations = claims_table(fedvgae.claims(clients, methods, [*methods, "table3", "table4"], "paper"))
+    assert without_ablations["verdict"].tolist()[2:] == ["not run"] * 3
 
 
-def test_fedvgae_committed_main_table_claims_are_decided_from_the_committed_clients():
+def test_fedvgae_phi_claim_is_decided_against_the_noise_of_the_spread_over_phi():
+    from gflkit.papers import fedvgae
+
+    def clients(levels, noise):
+        rng = np.random.default_rng(3)
+        return pd.DataFrame([{"section": "tables7_8", "dataset": "cora", "method": "fedvgae", "task": "link_prediction",
+                              "setting": setting, "seed": seed, "client": k, "round": 5,
+                              "auc": level + rng.normal(0, noise)}
+                             for setting, level in levels.items() for seed in (0, 1, 2) for k in range(10)])
+
+    def verdict(levels, noise):
+        claims = claims_table(fedvgae.claims(clients(levels, noise), [], ["tables7_8"], "paper"))
+        return claims.set_index("claim")["verdict"].iloc[-1]
+
+    assert verdict({"phi_0.1": 80.0, "phi_0.9": 81.0}, noise=0.5) == "reproduced"
+    assert verdict({"phi_0.1": 80.0, "phi_0.5": 83.0, "phi_0.9": 88.0}, noise=0.5) == "not reproduced"
+    assert verdict({"phi_0.1": 80.0, "phi_0.9": 84.0}, noise=15.0) == "inconclusive", "a range of 4 in wide noise"
+
+
+def test_fedvgae_committed_claims_are_decided_from_the_committed_clients():
     from gflkit.papers import fedvgae
 
     folder = Path(__file__).resolve().parents[1] / "docs" / "results" / "fedvgae_paper"
     decided = fedvgae.decide_from_clients(folder, "paper")
-    committed = pd.read_csv(folder / "claims.csv").head(len(decided))
+    committed = pd.read_csv(folder / "claims.csv")
     pd.testing.assert_frame_equal(decided.astype(str), committed.astype(str))
 
 
@@ -218,16 +276,16 @@ def test_quickstart_claims_are_decided_in_its_module_without_the_notebook():
     from gflkit.papers import quickstart
 
     records = quickstart_records(local={2: 90, 10: 80}, fedavg={2: 60, 10: 85}, fedprox={2: 62, 10: 84})
-    claims = claims_table(quickstart.final_score_claims(records, ["local", "fedavg", "fedprox"], "ci"))
+    claims = claims_table(quickstart.claims(records, ["local", "fedavg", "fedprox"], "ci"))
     assert claims["claim"].tolist() == ["with q = 2 shards, Local beats FedAvg and FedProx",
                                         "with q = 10 shards, FedAvg matches or beats Local (no more than 1 point below)",
                                         "Local's accuracy falls as q grows (more classes per client)"]
     assert claims["verdict"].tolist() == ["reproduced"] * 3
     assert "Local against fedprox" in claims["evidence"].iloc[0], "decided against the better of the two"
     reversed_ = quickstart_records(local={2: 55, 10: 90}, fedavg={2: 60, 10: 70}, fedprox={2: 58, 10: 69})
-    verdicts = claims_table(quickstart.final_score_claims(reversed_, ["local", "fedavg", "fedprox"], "ci"))["verdict"]
+    verdicts = claims_table(quickstart.claims(reversed_, ["local", "fedavg", "fedprox"], "ci"))["verdict"]
     assert verdicts.tolist() == ["not reproduced"] * 3
-    subset = claims_table(quickstart.final_score_claims(records[records["method"] != "fedprox"], ["local", "fedavg"], "ci"))
+    subset = claims_table(quickstart.claims(records[records["method"] != "fedprox"], ["local", "fedavg"], "ci"))
     assert subset["verdict"].tolist() == ["not run", "reproduced", "reproduced"]
 
 

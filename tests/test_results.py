@@ -46,6 +46,22 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path):
     assert [p.name for p in target.parent.iterdir()] == ["file.txt"]
 
 
+def test_atomic_write_leaves_the_permissions_a_plain_write_would(tmp_path):
+    import os
+    import stat
+
+    previous = os.umask(0o022)
+    try:
+        created = tmp_path / "shared.csv"
+        atomic_write_text(created, "a")
+        assert stat.S_IMODE(created.stat().st_mode) == 0o644, "readable by the other readers of a shared folder"
+        os.chmod(created, 0o600)
+        atomic_write_text(created, "b")
+        assert stat.S_IMODE(created.stat().st_mode) == 0o600, "an existing file keeps its own permissions"
+    finally:
+        os.umask(previous)
+
+
 def test_artifacts_are_stored_beside_the_records(tmp_path):
     store = ResultStore(tmp_path)
     config = {"method": "fedska", "seed": 1}

@@ -62,3 +62,63 @@ def test_the_papers_numbers_cover_tables_2_to_5():
     mnist = reported("sfl", "table3").query("dataset == 'mnist'").set_index("method")["value"]
     assert mnist["sfl_star"] == 92.65 and mnist["fedavg"] == 90.96 and mnist.isna().sum() == 1  # LG-FedAvg illegible
     assert set(numbers["method"]) <= set(sfl.VARIANTS)
+
+
+def sfl_clients(levels: dict, seeds=(0, 1), clients: int = 10, reading: str | None = None):
+    """Last-round per-client rows: per variant its mean accuracy; each client's score is the mean plus a client
+    effect shared by the variants and a little noise, so paired differences are tight."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    effect = rng.normal(0, 4, clients)
+    rows = [{"method": variant, "seed": seed, "client": k, "round": 20, "num_samples": 50,
+             "accuracy": level + effect[k] + rng.normal(0, 0.3), **({"reading": reading} if reading else {})}
+            for variant, level in levels.items() for seed in seeds for k in range(clients)]
+    return pd.DataFrame(rows)
+
+
+def test_claims_are_decided_in_the_module_from_per_client_rows_without_the_notebook():
+    import pandas as pd
+
+    from gflkit.papers import claims_table
+
+    table3 = sfl_clients({"fedavg": 80, "fedatt": 78, "fedper": 84, "lg_fedavg": 83, "sfl": 82, "sfl_star": 86})
+    table4 = sfl_clients({"fedavg": 80, "fedatt": 78, "sfl": 82, "sfl_lg": 90, "sfl_per": 81})
+    mixing = sfl_clients({"sfl": 70, "sfl_star": 75}, reading="authors_code")
+    timing = pd.DataFrame({"method": ["fedavg", "sfl", "sfl"], "layers": [None, 2, 3],
+                           "aggregation_share_%": [0.3, 6.0, 4.0]})
+    claims = claims_table(sfl.claims(table3, table4, mixing, timing, "ci"))
+    assert claims["verdict"].tolist() == ["reproduced", "reproduced", "reproduced", "reproduced", "reproduced",
+                                          "not reproduced", "reproduced"]
+    assert claims["noise model"].iloc[0] == "Student t over 2 seeds of the client mean"
+    assert "SFL+Per: −1.0" in claims["difference"].iloc[5], "SFL+Per is 1 point below SFL: the pair fails"
+    assert claims["evidence"].iloc[6] == "aggregation 4.00 % of a round with one local epoch at 3 hops"
+    assert "best other: FedPer" in claims["evidence"].iloc[3]
+
+
+def test_claims_whose_rows_did_not_run_are_not_run():
+    import pandas as pd
+
+    from gflkit.papers import claims_table
+
+    table3 = sfl_clients({"fedavg": 80, "sfl": 82, "sfl_star": 86})
+    empty = pd.DataFrame(columns=[*sfl.CLIENT_COLUMNS, "reading"])
+    no_timing = pd.DataFrame(columns=["method", "layers", "aggregation_share_%"])
+    claims = claims_table(sfl.claims(table3, empty, empty, no_timing, "authors_code_ci", ("fedavg", "sfl", "sfl_star")))
+    assert claims["verdict"].tolist() == ["reproduced", "reproduced", "not run", "reproduced", "not run", "not run",
+                                          "not run"]
+    whole_table = claims_table(sfl.claims(table3, empty, empty, no_timing, "ci"))
+    assert whole_table["verdict"].iloc[3] == "not run" and "fedatt" in whole_table["evidence"].iloc[3]
+
+
+
+def test_committed_gpu_claims_are_decided_from_the_committed_per_client_csvs():
+    from pathlib import Path
+
+    import pandas as pd
+
+    folder = Path(__file__).resolve().parents[1] / "docs" / "results" / "sfl_paper_gpu"
+    decided = sfl.decide_from_clients(folder, "paper")
+    pd.testing.assert_frame_equal(decided.astype(str), pd.read_csv(folder / "claims.csv").astype(str))
+    assert decided.set_index("claim")["verdict"]["SFL+LG and SFL+Per both beat SFL (Table 4)"] == "reproduced"

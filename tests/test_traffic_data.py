@@ -17,7 +17,8 @@ import pytest
 import torch
 
 import gflkit.data.loaders.pemsd as pemsd
-import gflkit.data.registry as registry
+from gflkit.data.integrity import git_blob_file
+from gflkit.data.registry import RawFile
 from data_fixtures import spec_for
 from gflkit.data import ChecksumError, DatasetNotFoundError, get_spec, load_dataset, registered, verify_dataset
 from gflkit.data.loaders.traffic import load_traffic_graph, split_windows, traffic_datasets, train_statistics
@@ -313,7 +314,7 @@ def test_pemsd_readings_are_pinned_by_their_git_blob_id_in_load_and_verify(tmp_p
     root = tmp_path / "root"
     spec, _ = make_pemsd(root)
     npz = root / "pemsd4" / "raw" / "PEMS04.npz"
-    assert registry.git_blob_file(npz) == git_blob(npz)
+    assert git_blob_file(npz) == git_blob(npz)
     if shutil.which("git"):
         assert subprocess.run(["git", "hash-object", str(npz)], capture_output=True, text=True,
                               check=True).stdout.strip() == git_blob(npz)
@@ -333,9 +334,9 @@ def test_pemsd_readings_are_pinned_by_their_git_blob_id_in_load_and_verify(tmp_p
         pinned = load_dataset("pemsd4", root)
     assert torch.equal(data.x, pinned.x) and torch.equal(data.y, pinned.y)
     with pytest.raises(ValueError, match="exactly one of sha256 and git_blob"):
-        registry.RawFile("x.npz", None)
+        RawFile("x.npz", None)
     with pytest.raises(ValueError, match="cannot be downloaded here"):
-        registry.RawFile("x.npz", None, urls=("https://example.org/x.npz",), git_blob="0" * 40)
+        RawFile("x.npz", None, urls=("https://example.org/x.npz",), git_blob="0" * 40)
 
 
 def _provenance_row(text: str, path: str) -> str:

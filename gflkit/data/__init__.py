@@ -5,7 +5,9 @@ samples of a registered dataset (``dataset_names()``) with an ``is_test`` marker
 Raw files live under ``<root>/<name>/raw/`` (root: argument, else ``$GFLKIT_DATA``, else the checkout's
 ``data/``), are verified against pinned sha256 values, and are converted once into a tensor cache
 (``$GFLKIT_CACHE``, else the per-user cache ``~/.cache/gflkit``, else ``<root>/<folder>/processed``).
-See :mod:`gflkit.data.registry`.
+See :mod:`gflkit.data.registry` (what a dataset is) and the modules beside it, one per job:
+:mod:`~gflkit.data.download`, :mod:`~gflkit.data.integrity`, :mod:`~gflkit.data.cache`,
+:mod:`~gflkit.data.conversion`, :mod:`~gflkit.data.loading`.
 
 Graph datasets (``cora``, ``citeseer``, ``pubmed``, ``cora_full``, ``polblogs``) load with
 ``load_graph(name, root=None)`` as one :class:`torch_geometric.data.Data`; :mod:`gflkit.data.subgraphs`
@@ -22,13 +24,12 @@ from typing import Any
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "gflkit.data.dataset": ("SampleDataset",),
-    "gflkit.data.registry": (
-        "ChecksumError", "DataError", "DatasetNotFoundError", "DatasetSpec", "DownloadError", "FileStatus",
-        "RawFile", "UnknownDatasetError", "cache_dir", "clean_cache", "data_root",
-        "dataset_available", "dataset_names",
-        "fetch_dataset", "get_spec", "load_dataset", "load_graph", "register", "registered", "sha256_file",
-        "verify_dataset",
-    ),
+    "gflkit.data.errors": ("ChecksumError", "DataError", "DatasetNotFoundError", "DownloadError", "UnknownDatasetError"),
+    "gflkit.data.registry": ("DatasetSpec", "RawFile", "data_root", "dataset_names", "get_spec", "register", "registered"),
+    "gflkit.data.cache": ("cache_dir", "clean_cache"),
+    "gflkit.data.integrity": ("FileStatus", "dataset_available", "sha256_file", "verify_dataset"),
+    "gflkit.data.download": ("fetch_dataset",),
+    "gflkit.data.loading": ("load_dataset", "load_graph"),
     "gflkit.data.partition": (
         "SCHEMES", "ClientSplit", "dirichlet", "iid", "label_counts", "label_shards", "natural",
         "split_by_marker", "train_test_split",

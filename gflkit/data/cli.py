@@ -9,19 +9,11 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from gflkit.data.registry import (
-    DataError,
-    DatasetSpec,
-    FileStatus,
-    UnknownDatasetError,
-    cache_dir,
-    clean_cache,
-    data_root,
-    dataset_names,
-    fetch_dataset,
-    get_spec,
-    verify_dataset,
-)
+from gflkit.data.cache import cache_dir, clean_cache
+from gflkit.data.download import fetch_dataset
+from gflkit.data.errors import DataError, UnknownDatasetError
+from gflkit.data.integrity import FileStatus, verify_dataset
+from gflkit.data.registry import DatasetSpec, data_root, dataset_names, get_spec
 
 VERIFY_HELP = """\
 Hash every raw file of the named datasets fully and compare with the pinned sha256.

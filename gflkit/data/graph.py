@@ -1,7 +1,7 @@
 r"""Common form of the graph datasets: one :class:`torch_geometric.data.Data` per graph.
 
 A graph loader converts its verified raw files into a plain dict (cached by
-:func:`~gflkit.data.registry.cached_conversion`) with
+:func:`~gflkit.data.conversion.cached_conversion`) with
 
 * ``x``: ``(N, F)`` ``float32`` node features, dense or a sparse COO tensor (sparse bag-of-words
   features are cached sparse and made dense on load, as PyG stores them);
@@ -23,7 +23,9 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import remove_self_loops, to_undirected
 
-from gflkit.data.registry import DatasetSpec, cached_conversion, require_files
+from gflkit.data.conversion import cached_conversion
+from gflkit.data.download import require_files
+from gflkit.data.registry import DatasetSpec
 
 MASKS = ("train_mask", "val_mask", "test_mask")
 
@@ -71,7 +73,7 @@ def load_graph_files(spec: DatasetSpec, root: str | Path | None,
     """Make sure ``spec``'s raw files (one ``group`` or all) exist, verify them, convert once, return the graph.
 
     The files are hashed against their pinned sha256 before ``convert`` opens them
-    (:func:`~gflkit.data.registry.cached_conversion`), so pickled raw files are only unpickled after
+    (:func:`~gflkit.data.conversion.cached_conversion`), so pickled raw files are only unpickled after
     they matched.
     """
     require_files(spec, root, download=download, group=group)

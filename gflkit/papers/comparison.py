@@ -465,10 +465,23 @@ def best_other_per_group(records: pd.DataFrame, by: str, method: Any, others: Se
     return parts
 
 
+def spread_within(records: pd.DataFrame, margin: float,
+                  scoring: Scoring = Scoring()) -> tuple[Any, Any, Difference] | None:
+    """A claim that a setting hardly matters ("accuracy varies by less than ``margin`` over k"): the side with the
+    highest mean score against the one with the lowest, judged ``within(margin)`` on the same clients: ``(high,
+    low, difference)``, or ``None`` with fewer than two sides. Both sides are picked by the data that compare them,
+    so the measured spread is, if anything, an overestimate: the claim is judged conservatively."""
+    ordered = scoring.means(records).sort_values(kind="stable").index
+    if len(ordered) < 2:
+        return None
+    high, low = ordered[-1], ordered[0]
+    return high, low, compare(records, high, low, scoring).within(margin)
+
+
 __all__ = [
     "LEVEL", "MIN_SEEDS", "TABLE_DECIMALS", "Comparison", "Difference", "PairedScores", "Scoring",
     "against_every_candidate", "at_least",
     "best_other", "best_other_per_group", "client_difference", "compare", "compare_per_group",
     "compare_with_best_other", "difference_noise", "every", "held_out_difference", "seed_difference", "side_label",
-    "tied_best",
+    "spread_within", "tied_best",
 ]

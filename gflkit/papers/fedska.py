@@ -24,7 +24,8 @@ from gflkit import metrics
 from gflkit.experiment import Run, RunConfig
 from gflkit.papers import Claim, check_claim, claims_table, standing
 from gflkit.papers.comparison import (Scoring, best_other_per_group, compare, compare_per_group,
-                                      compare_with_best_other, every)
+                                      compare_with_best_other, every, seed_difference,
+                                      spread_within)
 from gflkit.profiles import Profile, chosen_sections, known_names
 
 METHODS = ("local", "fedavg", "fedprox", "ditto", "ifca", "fedu", "sfl", "fedska")
@@ -189,17 +190,25 @@ def extra_runs(params: Profile) -> dict[str, list[Run]]:
     return {name: runs(name) for name in known_names(sweep["extra_datasets"], EXTRA_DATASETS, "extra dataset")}
 
 
-def final_score_claims(records: pd.DataFrame, ablation: pd.DataFrame, ran: Sequence[str],
-                       profile: str) -> list[Claim]:
-    """The claims that per-client scores at the last round decide: Table 1's (``records``: rows with
-    ``method``, ``q``, ``seed``, ``client``, ``round``, ``accuracy``) and Table 3's (``ablation``: the same with
-    ``setting``, the row of :data:`VARIANTS`). A frame may hold every round (the notebook's records) or the last
-    one only (the committed ``table1_clients.csv`` / ``table3_clients.csv``), and any number of seeds: the
-    noise model follows them (:mod:`gflkit.papers.comparison`). ``ran``: the methods that ran."""
+def claims(records: pd.DataFrame, ablation: pd.DataFrame, ran: Sequence[str], profile: str, *,
+           area: pd.DataFrame | None = None, k_records: pd.DataFrame | None = None,
+           edge_weights: pd.DataFrame | None = None) -> list[Claim]:
+    """FedSKA's claims. Per-client scores at the last round decide Table 1's (``records``: rows with ``method``,
+    ``q``, ``seed``, ``client``, ``round``, ``accuracy``), Table 3's (``ablation``: the same with ``setting``, the
+    row of :data:`VARIANTS`) and Figure 4's (``k_records``: the same with ``k``); a frame may hold every round
+    (the notebook's records) or the last one only (the committed ``*_clients.csv``), and any number of seeds: the
+    noise model follows them (:mod:`gflkit.papers.comparison`). Figure 3's claim is decided by ``area`` (each
+    client's mean accuracy over the evaluated rounds: ``q``, ``method``, ``seed``, ``client``, ``accuracy``),
+    Figure 5's by ``edge_weights`` (the mean weight of the learned graph's edges per ``q`` and ``seed``:
+    ``mean_edge_weight``). A figure's claim without its frame is "not run". ``ran``: the methods that ran."""
     qs = sorted(records["q"].unique())
     mean = metrics.final_summary(records, by=("q", "method")).set_index(["q", "method"])["mean"]
     variant = metrics.final_summary(ablation, by=("setting",)).set_index("setting")["mean"]
     seeds = f" ({records['seed'].nunique()} seed(s))"
+    measured = [*ran, *(name for name, frame in (("the area under each client's learning curve", area),
+                                                  ("the k-sensitivity runs", k_records),
+                                                  ("the learned graphs' edge weights", edge_weights))
+                         if frame is not None)]
 
     def means(method: str, others: Sequence[str]) -> str:
         return "; ".join(f"q={q}: {method} {mean[(q, method)]:.2f} vs " +
@@ -209,6 +218,36 @@ def final_score_claims(records: pd.DataFrame, ablation: pd.DataFrame, ran: Seque
         return check_claim(statement, [], ran,
                            lambda: (compare(ablation, better, worse, Scoring(column="setting")).exceeding(margin),
                                     f"{better} {variant[better]:.2f} vs {worse} {variant[worse]:.2f}{seeds}"), profile)
+
+    def learns_fastest() -> tuple[Any, str]:
+        largest = area.groupby(["q", "method"])["accuracy"].mean()
+        return (every(best_other_per_group(area, "q", "fedska", scoring=Scoring(report=None))),
+                "; ".join(f"q={q}: largest {largest[q].idxmax()}" for q in sorted(area["q"].unique())))
+
+    def robust_to_k() -> tuple[Any, str]:
+        # the k with the highest mean against the one with the lowest, within 2 points on the same clients (each
+        # shard setting of Figure 4)
+        k_means = metrics.final_summary(k_records, by=("q", "k"))["mean"]
+        parts = {}
+        for q, part in k_records.groupby("q"):
+            spread = spread_within(part, 2.0, Scoring(column="k"))
+            if spread is not None:
+                high, low, difference = spread
+                parts[f"q={q}, k={high} vs k={low}"] = difference
+        evidence = (f"range {k_means.max() - k_means.min():.2f} points over k = "
+                    f"{sorted(int(k) for k in k_records['k'].unique())}")
+        return (every(parts), evidence) if parts else (None, evidence)
+
+    def weaker_edges() -> tuple[Any, str]:
+        # the mean edge weight at the strongest heterogeneity against the weakest, paired by seed (× 100 for the
+        # table's two decimals); a single number per graph with one seed
+        weight = edge_weights.set_index(["q", "seed"])["mean_edge_weight"].sort_index()
+        weak, strong = (100 * weight.loc[q].to_numpy() for q in (min(qs), max(qs)))
+        evidence = (f"mean edge weight {weak.mean() / 100:.4f} vs {strong.mean() / 100:.4f} "
+                    f"(mean over {len(weak)} seed(s))")
+        if len(weak) < 2:
+            return bool(weak[0] < strong[0]), evidence
+        return seed_difference(strong, weak, statistic="mean edge weight × 100"), evidence
 
     at_low = records[records["q"] == min(qs)]
     return [
@@ -232,14 +271,29 @@ def final_score_claims(records: pd.DataFrame, ablation: pd.DataFrame, ran: Seque
                      "given graph (our Table 3 row)", "learned_graph_features_init", "given_graph"),
         table3_claim("the structure term helps: FedSKA beats FedSKA with λ = 0 by more than 0.5 points (our ablation)",
                      "learned_graph", "no_structure_term", margin=0.5),
+        check_claim("FedSKA learns fastest: the largest area under the learning curve (Figure 3)",
+                    ["fedska", "the area under each client's learning curve"], measured, learns_fastest, profile),
+        check_claim("FedSKA is robust to k: mean accuracy varies by less than 2 points over k (Figure 4)",
+                    ["the k-sensitivity runs"], measured, robust_to_k, profile),
+        check_claim(f"the learned graph has weaker edges at q = {min(qs)} than at q = {max(qs)} (Figure 5)",
+                    ["the learned graphs' edge weights"], measured, weaker_edges, profile),
     ]
 
 
+#: The CSVs of a results folder that :func:`decide_from_clients` reads: Table 1's and Table 3's are required,
+#: the figures' optional (a figure's claim is "not run" without its file).
+CLAIM_FILES = {"records": "table1_clients.csv", "ablation": "table3_clients.csv", "area": "area_clients.csv",
+               "k_records": "k_clients.csv", "edge_weights": "edge_weights.csv"}
+
+
 def decide_from_clients(folder: str | Path, profile: str) -> pd.DataFrame:
-    """The claims table of :func:`final_score_claims` read from a folder's committed per-client CSVs
-    (``table1_clients.csv``, ``table3_clients.csv``; every seed they hold, e.g. seeds measured in several
-    sessions, whose result stores are gone)."""
+    """The claims table of :func:`claims` read from a folder's committed CSVs (:data:`CLAIM_FILES`; every seed
+    they hold, e.g. seeds measured in several sessions, whose result stores are gone)."""
     folder = Path(folder)
-    records, ablation = (pd.read_csv(folder / f"{name}_clients.csv") for name in ("table1", "table3"))
-    ran = sorted(records["method"].unique())
-    return claims_table(final_score_claims(records, ablation, ran, profile))
+    frames = {name: pd.read_csv(folder / file) if (folder / file).exists() else None
+              for name, file in CLAIM_FILES.items()}
+    records, ablation = frames.pop("records"), frames.pop("ablation")
+    if records is None or ablation is None:
+        raise FileNotFoundError(f"{folder} lacks {CLAIM_FILES['records']} or {CLAIM_FILES['ablation']}, which "
+                                "FedSKA's notebook writes")
+    return claims_table(claims(records, ablation, sorted(records["method"].unique()), profile, **frames))

@@ -217,62 +217,99 @@ def most(parts: Mapping[str, Any]) -> Any:
     return at_least(len(parts) // 2 + 1, parts)
 
 
-def main_table_claims(clients: Any, methods: Sequence[str], ran: Sequence[str], profile: str) -> list[Any]:
-    """Table 3's and Table 4's ranking claims, decided by the per-client scores at each run's reported round
-    (:func:`reported_clients`: sections ``table3`` and ``table4``), over every seed the rows hold — the
-    notebook's rows or the committed ``clients.csv`` with seeds of several sessions. ``methods``: the
+def claims(clients: Any, methods: Sequence[str], ran: Sequence[str], profile: str) -> list[Any]:
+    """FedVGAE's claims, decided by the per-client scores at each run's reported round (:func:`reported_clients`:
+    sections ``table3``, ``table4``, ``table5_<task>``, ``table6``, ``tables7_8``), over every seed the rows hold —
+    the notebook's rows or the committed ``clients.csv`` with seeds of several sessions. ``methods``: the
     profile's methods (FedVGAE is compared with the federated ones on links, with every method on nodes);
-    ``ran``: the methods and sections (``table3`` / ``table4``) that ran."""
+    ``ran``: the methods and the sections that ran (a claim needing another is "not run")."""
     from gflkit.papers import check_claim, standing
-    from gflkit.papers.comparison import Scoring, best_other_per_group, every
+    from gflkit.papers.comparison import Scoring, best_other_per_group, compare, every, spread_within
 
     federated = [m for m in methods if m not in ("local", "fedvgae")]
+    by_setting = {task: Scoring(value=score, column="setting", report=None) for task, score in SCORES.items()}
 
-    def ranking(statement: str, section: str, others: Sequence[str] | None, rule: Any, per_dataset: Any) -> Any:
-        # FedVGAE against the best of ``others`` on each dataset of ``section``, combined by ``rule``
-        rows = clients[clients["section"] == section]
+    def section(name: str) -> Any:
+        return clients[clients["section"] == name]
+
+    def seeds(rows: Any) -> str:
+        return f" ({rows['seed'].nunique()} seed(s))"
+
+    def ranking(statement: str, name: str, others: Sequence[str] | None, rule: Any, per_dataset: Any) -> Any:
+        # FedVGAE against the best of ``others`` on each dataset of section ``name``, combined by ``rule``
+        rows = section(name)
         score = SCORES[rows["task"].iloc[0]] if len(rows) else "auc"
         means = rows.groupby(["dataset", "method"])[score].mean()
-        return check_claim(statement, [section, *methods], ran,
+        return check_claim(statement, [name, *methods], ran,
                            lambda: (rule(best_other_per_group(rows, "dataset", "fedvgae", others,
                                                               Scoring(value=score, report=None))),
                                     "; ".join(per_dataset(d, means[d]) for d in sorted(rows["dataset"].unique()))
-                                    + f" ({rows['seed'].nunique()} seed(s))"), profile)
+                                    + seeds(rows)), profile)
+
+    def encoder_beats_all() -> tuple[Any, str]:
+        # per (dataset, method) cell of node classification: encoder-only sharing against sharing everything
+        rows, scoring = section("table5_node_classification"), by_setting["node_classification"]
+        cells = dict(list(rows.groupby(["dataset", "method"])))
+        means = {cell: scoring.means(rows) for cell, rows in cells.items()}
+        return most({f"{d}, {m}": compare(cell, "encoder", "all", scoring) for (d, m), cell in cells.items()}), (
+            "; ".join(f"{d}, {m}: {mean['encoder']:.2f} vs {mean['all']:.2f}" for (d, m), mean in means.items())
+            + seeds(rows))
+
+    def components_matter() -> tuple[Any, str]:
+        rows, scoring = section("table6"), by_setting["link_prediction"]
+        mean = scoring.means(rows)
+        return compare(rows, "full", "without_both", scoring), (
+            f"full {mean['full']:.2f}, w/o con {mean['without_contrastive']:.2f}, "
+            f"w/o ft {mean['without_finetuning']:.2f}, w/o both {mean['without_both']:.2f}" + seeds(rows))
+
+    def phi_has_no_large_effect() -> tuple[Any, str]:
+        # the φ with the highest mean AUC against the one with the lowest, within 5 points on the same clients
+        rows, scoring = section("tables7_8"), by_setting["link_prediction"]
+        rows = rows[rows["setting"].str.startswith("phi_")]
+        means = scoring.means(rows)
+        phis = sorted(float(name.split("_")[1]) for name in means.index)
+        high, low, difference = spread_within(rows, 5.0, scoring)
+        return difference, (f"range {means[high] - means[low]:.2f} points over φ = {phis} ({high} vs {low})"
+                             f"{seeds(rows)}")
 
     return [
         ranking("FedVGAE has the best AUC of the federated methods on every link-prediction dataset (Table 3)",
                 "table3", federated, every, lambda d, means: f"{d}: fedvgae {means['fedvgae']:.2f}"),
         ranking("FedVGAE has the best node-classification accuracy on most datasets (Table 4)", "table4", None,
                 most, lambda d, means: f"{d}: FedVGAE {standing(means, 'fedvgae')}"),
+        check_claim("sharing only the encoder beats sharing every layer (Table 5; node classification here)",
+                    ["table5_node_classification"], ran, encoder_beats_all, profile),
+        check_claim("removing both the contrastive term and the fine-tuning lowers the AUC (Table 6)", ["table6"], ran,
+                    components_matter, profile),
+        check_claim("φ has no large effect: AUC varies by less than 5 points over φ (Table 8)", ["tables7_8"], ran,
+                    phi_has_no_large_effect, profile),
     ]
 
 
 def decide_from_clients(folder: str | Path, profile: str) -> Any:
-    """The claims table of :func:`main_table_claims` read from a folder's committed ``clients.csv`` (every
-    seed it holds, e.g. seeds measured in several sessions, whose result stores are gone)."""
+    """The claims table of :func:`claims` read from a folder's committed ``clients.csv`` (every seed it holds,
+    e.g. seeds measured in several sessions, whose result stores are gone)."""
     import pandas as pd
 
     from gflkit.papers import claims_table
 
     clients = pd.read_csv(Path(folder) / "clients.csv")
     ran = [*clients["method"].unique(), *clients["section"].unique()]
-    return claims_table(main_table_claims(clients, PROFILES[profile].sweep["methods"], ran, profile))
+    return claims_table(claims(clients, PROFILES[profile].sweep["methods"], ran, profile))
 
 
-def stored_main_clients(profile: str, seeds: Sequence[int], runtime: Any,
-                        sections: Sequence[str] = ("table3", "table4")) -> Any:
-    """:func:`reported_clients` of ``sections`` (Tables 3 and 4 by default) for ``seeds`` of ``profile``, read
-    from ``runtime``'s store (runs missing there are computed, on the datasets present under its data root) —
-    the rows a later session appends to the committed
-    ``clients.csv`` before :func:`decide_from_clients`."""
+def stored_clients(profile: str, seeds: Sequence[int], runtime: Any, sections: Sequence[str] = tuple(SECTIONS)) -> Any:
+    """:func:`reported_clients` of ``sections`` (every table by default) for ``seeds`` of ``profile``, read from
+    ``runtime``'s store (runs missing there are computed, on the datasets present under its data root) — the
+    rows a later session appends to the committed ``clients.csv`` before :func:`decide_from_clients`. Table 5
+    is split by task into ``table5_link_prediction`` and ``table5_node_classification``, as the notebook does."""
     from gflkit.executors import run_grid
     from gflkit.profiles import resolve_profile
 
-    tasks = {"table3": "link_prediction", "table4": "node_classification"}
-    unknown = sorted(set(sections) - set(tasks))
-    if unknown:
-        raise ValueError(f"unknown section(s) {unknown}; stored_main_clients reads {sorted(tasks)}")
     params = resolve_profile(PROFILES, profile, seeds=list(seeds))
-    sections_runs = grids(params, list(sections), runtime.data_root)
-    return reported_clients({section: (run_grid(sections_runs[section], runtime), tasks[section])
-                             for section in sections})
+    parts = {}
+    for name, grid in grids(params, list(sections), runtime.data_root).items():
+        for task in dict.fromkeys(run.config.task for run in grid):
+            part = f"{name}_{task}" if name == "table5" else name
+            parts[part] = (run_grid([run for run in grid if run.config.task == task], runtime), task)
+    return reported_clients(parts)

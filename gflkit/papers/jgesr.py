@@ -113,18 +113,47 @@ def extra_runs(params: Profile) -> dict[str, list[Run]]:
                    for m in sweep["methods"] for seed in params.seeds] for name in names}
 
 
-def final_score_claims(records: Any, ran: Sequence[str], profile: str) -> list[Any]:
-    """Table 1's claims, decided by the per-client scores at the last round: ``records`` has rows with
-    ``method``, ``s``, ``seed``, ``client``, ``round``, ``accuracy`` — every round (the notebook's records) or
-    the last only (the committed ``table1_clients.csv``), and any number of seeds: the noise model follows
-    them (:mod:`gflkit.papers.comparison`). ``ran``: the methods that ran."""
+def non_increasing(objective: Any, tolerance: float = 1e-9) -> bool:
+    """Whether a solver's objective trace never rises by more than ``tolerance`` relative to its previous value
+    (floating-point noise of a non-increasing sequence)."""
+    import numpy as np
+
+    values = np.asarray(objective, dtype=np.float64)
+    return bool((values[1:] <= values[:-1] + tolerance * np.abs(values[:-1])).all())
+
+
+def claims(records: Any, ran: Sequence[str], profile: str, *, missing: Any = None, objective: Any = None,
+           correlation: float | None = None) -> list[Any]:
+    """JGESR's claims. Per-client scores at the last round decide Table 1's (``records``: rows with ``method``,
+    ``s``, ``seed``, ``client``, ``round``, ``accuracy``) and Figure 4's (``missing``: PDCA's rows with ``missing``,
+    the rate of missing entries) — every round (the notebook's records) or the last only (the committed
+    ``*_clients.csv``), and any number of seeds: the noise model follows them (:mod:`gflkit.papers.comparison`).
+    ``objective``: PDCA's objective over the iterations of a last round's solve; ``correlation``: Pearson's r
+    between the learned graph's edge weights and the clients' label similarity. A claim whose input is absent is
+    "not run"; so is one needing a method outside ``ran``."""
     from gflkit import metrics
     from gflkit.papers import check_claim
-    from gflkit.papers.comparison import best_other_per_group, compare_per_group, every
+    from gflkit.papers.comparison import Scoring, best_other_per_group, compare, compare_per_group, every
 
     mean = metrics.final_summary(records, value="accuracy", by=("s", "method")).set_index(["s", "method"])["mean"]
     levels = sorted(records["s"].unique())
     seeds = f" ({records['seed'].nunique()} seed(s))"
+    measured = [*ran, *(name for name, value in (("the missing-entry runs", missing), ("the PDCA objective", objective),
+                                                  ("the learned graph", correlation)) if value is not None)]
+
+    def small_drop() -> tuple[Any, str]:
+        # PDCA at each missing rate up to 0.1 against PDCA without missing entries, paired over the same clients:
+        # reproduced when the difference (lossy − complete) certainly stays above −10 points
+        by_rate = metrics.final_summary(missing, value="accuracy", by=("missing",)).set_index("missing")["mean"]
+        lossy = missing[missing["missing"] <= 0.1]
+        rates = sorted(set(lossy["missing"]) - {0.0})
+        if not rates:
+            return None, "no missing rate above 0 ran"
+        parts = {f"missing={rate}": compare(lossy, rate, 0.0, Scoring(column="missing")).exceeding(-10.0)
+                 for rate in rates}
+        drop = by_rate[0.0] - by_rate[by_rate.index <= 0.1]
+        return every(parts), f"largest drop {drop.max():.2f} points over missing rates {list(by_rate.index)}"
+
     return [
         check_claim("PDCA has the best mean accuracy at every noise level (Table 1)", PAPER_METHODS, ran,
                     lambda: (every(best_other_per_group(records[records["method"].isin(PAPER_METHODS)], "s", "pdca")),
@@ -133,17 +162,39 @@ def final_score_claims(records: Any, ran: Sequence[str], profile: str) -> list[A
                     lambda: (every(compare_per_group(records, "s", "pdca", "two_step")),
                              "; ".join(f"s={s}: {mean[(s, 'pdca')]:.2f} vs {mean[(s, 'two_step')]:.2f}"
                                        for s in levels) + seeds), profile),
+        check_claim("PDCA loses less than 10 points of accuracy up to a missing rate of 0.1 (Figure 4)",
+                    ["pdca", "the missing-entry runs"], measured, small_drop, profile),
+        check_claim("the PDCA objective is non-increasing over the iterations (Algorithm 1, our check)",
+                    ["pdca", "the PDCA objective"], measured,
+                    lambda: (non_increasing(objective), f"last round: {len(objective) - 1} iterations"), profile),
+        check_claim("the learned graph follows the clients' label similarity (our check: correlation > 0.3)",
+                    ["pdca", "the learned graph"], measured,
+                    lambda: (correlation > 0.3, f"Pearson r = {correlation:.3f}"), profile),
     ]
 
 
+#: The CSVs of a results folder that :func:`decide_from_clients` reads: Table 1's is required, the others
+#: optional (a claim is "not run" without its file).
+CLAIM_FILES = {"records": "table1_clients.csv", "missing": "figure4_clients.csv", "objective": "pdca_objective.csv",
+               "correlation": "learned_graph_correlation.csv"}
+
+
 def decide_from_clients(folder: Any, profile: str) -> Any:
-    """The claims table of :func:`final_score_claims` read from a folder's committed ``table1_clients.csv``
-    (every seed it holds, e.g. seeds measured in several sessions, whose result stores are gone)."""
+    """The claims table of :func:`claims` read from a folder's committed CSVs (:data:`CLAIM_FILES`; every seed
+    they hold, e.g. seeds measured in several sessions, whose result stores are gone)."""
     from pathlib import Path
 
     import pandas as pd
 
     from gflkit.papers import claims_table
 
-    records = pd.read_csv(Path(folder) / "table1_clients.csv")
-    return claims_table(final_score_claims(records, sorted(records["method"].unique()), profile))
+    folder = Path(folder)
+    frames = {name: pd.read_csv(folder / file) if (folder / file).exists() else None
+              for name, file in CLAIM_FILES.items()}
+    records = frames["records"]
+    if records is None:
+        raise FileNotFoundError(f"{folder} lacks {CLAIM_FILES['records']}, which JGESR's notebook writes")
+    objective, correlation = frames["objective"], frames["correlation"]
+    return claims_table(claims(records, sorted(records["method"].unique()), profile, missing=frames["missing"],
+                               objective=None if objective is None else objective["objective"].to_numpy(),
+                               correlation=None if correlation is None else float(correlation["pearson_r"].item())))

@@ -60,7 +60,7 @@ def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any
     return {name: runs for name in chosen_sections(sections, SECTIONS)}
 
 
-def final_score_claims(records: pd.DataFrame, ran: Sequence[str], profile: str) -> list[Claim]:
+def claims(records: pd.DataFrame, ran: Sequence[str], profile: str) -> list[Claim]:
     """The quickstart's three claims, decided by the per-client scores at each run's last round: ``records``
     has rows with ``method``, ``q``, ``seed``, ``client``, ``round``, ``accuracy`` (and ``num_samples``) —
     every round (the notebook's records) or the last one only (the committed ``table_clients.csv``), any number
@@ -97,8 +97,8 @@ def final_score_claims(records: pd.DataFrame, ran: Sequence[str], profile: str) 
 
 
 def decide_from_clients(folder: str | Path, profile: str) -> pd.DataFrame:
-    """The claims table of :func:`final_score_claims` read from a folder's committed ``table_clients.csv``."""
+    """The claims table of :func:`claims` read from a folder's committed ``table_clients.csv``."""
     from gflkit.papers import claims_table
 
     records = pd.read_csv(Path(folder) / "table_clients.csv")
-    return claims_table(final_score_claims(records, sorted(records["method"].unique()), profile))
+    return claims_table(claims(records, sorted(records["method"].unique()), profile))

@@ -32,7 +32,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+import pandas as pd
+
+from gflkit import metrics
 from gflkit.experiment import Run
+from gflkit.papers import Claim, check_claim, claims_table, standing
+from gflkit.papers.comparison import best_other, compare, compare_with_best_other, every
 from gflkit.profiles import Profile, chosen_sections, known_names
 
 #: Table label → (method, method options).
@@ -213,3 +218,86 @@ def grids(params: Any, sections: Sequence[str] | None = None, data_root: str | P
                                  for s in seeds for e in sweep["local_epoch_counts"]],
     }
     return {section: makers[section]() for section in chosen}
+
+
+#: Table 5's claim is about SFL at the authors' default of 3 propagation hops (their ``--layers 3``).
+TIMING_HOPS = 3
+#: The columns of the per-client CSVs the notebook writes (``table3_clients.csv``, ``table4_clients.csv``;
+#: ``graph_mixing_clients.csv`` adds ``reading``).
+CLIENT_COLUMNS = ["method", "seed", "evaluate", "variant", "dataset", "client", "round", "accuracy", "num_samples"]
+
+
+def claims(table3: pd.DataFrame, table4: pd.DataFrame, mixing: pd.DataFrame, timing: pd.DataFrame, profile: str,
+           table3_methods: Sequence[str] = TABLE3) -> list[Claim]:
+    """SFL's claims, decided by per-client scores at each run's last round.
+
+    ``table3`` / ``table4``: rows with ``method`` (the table variant of :data:`VARIANTS`), ``seed``, ``client``,
+    ``round``, ``accuracy`` — every round (the notebook's records) or the last one only (the committed
+    ``table3_clients.csv``), any number of seeds; ``table4`` may be empty (a profile without Table 4).
+    ``mixing``: the ``graph_mixing`` rows, with ``reading`` (:data:`READINGS`). ``timing``: Table 5's rows
+    (``method``, ``layers``, ``aggregation_share_%``), empty when nothing was timed. ``table3_methods``: the
+    profile's Table 3 variants, every one of which "SFL* is the best" needs (an override that ran a subset
+    leaves it "not run").
+    """
+    accuracy3, accuracy4 = (metrics.final_summary(records, value="accuracy", by=("method",)).set_index("method")["mean"]
+                            if len(records) else pd.Series(dtype=float) for records in (table3, table4))
+    ran3, ran4 = list(accuracy3.index), list(accuracy4.index)
+    code_step = mixing[mixing["reading"] == "authors_code"] if len(mixing) else mixing
+    mixing_ran = [f"{m} under the {r} reading" for m, r in dict.fromkeys(zip(mixing["method"], mixing["reading"]))]
+    sfl_timing = timing[(timing["method"] == "sfl") & (timing["layers"] == TIMING_HOPS)]
+
+    def means(accuracy: pd.Series, *methods: str) -> str:
+        return ", ".join(f"{LABELS[m]} {accuracy[m]:.2f}" for m in methods)
+
+    def beats(records: pd.DataFrame, accuracy: pd.Series, better: str, worse: str) -> tuple[Any, str]:
+        return compare(records, better, worse), means(accuracy, better, worse)
+
+    def sfl_star_is_best() -> tuple[Any, str]:
+        other, difference = compare_with_best_other(table3, "sfl_star")
+        return difference, (f"SFL* {standing(accuracy3, 'sfl_star')}; best other: "
+                            f"{means(accuracy3, *best_other(accuracy3, 'sfl_star'))}")
+
+    def code_step_star_beats_sfl() -> tuple[Any, str]:
+        accuracy = metrics.final_summary(code_step, value="accuracy", by=("method",)).set_index("method")["mean"]
+        return compare(code_step, "sfl_star", "sfl"), means(accuracy, "sfl_star", "sfl")
+
+    def small_aggregation() -> tuple[Any, str]:
+        share = float(sfl_timing["aggregation_share_%"].iloc[0])
+        return share < 5.0, f"aggregation {share:.2f} % of a round with one local epoch at {TIMING_HOPS} hops"
+
+    return [
+        check_claim("SFL beats FedAvg on MNIST (Table 3)", ["sfl", "fedavg"], ran3,
+                    lambda: beats(table3, accuracy3, "sfl", "fedavg"), profile),
+        check_claim("SFL* (learned graph) beats SFL (given graph) on MNIST (Table 3)", ["sfl", "sfl_star"], ran3,
+                    lambda: beats(table3, accuracy3, "sfl_star", "sfl"), profile),
+        check_claim("SFL* beats SFL under the authors' code's local step (start from the global model, detached pulls)",
+                    [f"{m} under the authors_code reading" for m in ("sfl", "sfl_star")], mixing_ran,
+                    code_step_star_beats_sfl, profile),
+        check_claim("SFL* has the best accuracy of Table 3's methods on MNIST", list(table3_methods), ran3,
+                    sfl_star_is_best, profile),
+        check_claim("FedAtt is below FedAvg under the pathological non-IID split (Table 3)", ["fedatt", "fedavg"], ran3,
+                    lambda: (compare(table3, "fedavg", "fedatt"), means(accuracy3, "fedatt", "fedavg")), profile),
+        check_claim("SFL+LG and SFL+Per both beat SFL (Table 4)", ["sfl", "sfl_lg", "sfl_per"], ran4,
+                    lambda: (every({"SFL+LG": compare(table4, "sfl_lg", "sfl"), "SFL+Per": compare(table4, "sfl_per", "sfl")}),
+                             means(accuracy4, "sfl_lg", "sfl_per", "sfl")), profile),
+        check_claim(f"SFL's aggregation is a small part of a round (Table 5, {TIMING_HOPS} hops: under 5 % of the "
+                    "round's time; the paper's is 3.9 %)", ["sfl"], ran3 if len(sfl_timing) else [],
+                    small_aggregation, profile),
+    ]
+
+
+def decide_from_clients(folder: str | Path, profile: str, table3_methods: Sequence[str] = TABLE3) -> pd.DataFrame:
+    """The claims table of :func:`claims` read from a folder's committed CSVs: ``table3_clients.csv`` and, where
+    present, ``table4_clients.csv``, ``graph_mixing_clients.csv`` and ``table5_timing.csv`` (a missing one
+    leaves its claims "not run")."""
+    folder = Path(folder)
+
+    def optional(name: str, columns: Sequence[str]) -> pd.DataFrame:
+        path = folder / name
+        return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=list(columns))
+
+    table3 = pd.read_csv(folder / "table3_clients.csv")
+    return claims_table(claims(table3, optional("table4_clients.csv", CLIENT_COLUMNS),
+                               optional("graph_mixing_clients.csv", [*CLIENT_COLUMNS, "reading"]),
+                               optional("table5_timing.csv", ["method", "layers", "aggregation_share_%"]),
+                               profile, table3_methods))

@@ -70,15 +70,10 @@ import torch
 from torch import Tensor
 
 from gflkit.data.dataset import SampleDataset
-from gflkit.data.registry import (
-    DatasetNotFoundError,
-    DatasetSpec,
-    RawFile,
-    cached_conversion,
-    register,
-    reject_options,
-    require_files,
-)
+from gflkit.data.conversion import cached_conversion
+from gflkit.data.download import require_files
+from gflkit.data.errors import DatasetNotFoundError
+from gflkit.data.registry import DatasetSpec, RawFile, register, reject_options
 
 SOURCE = "https://mmlab.ie.cuhk.edu.hk/projects/CelebA.html"
 GOOGLE_DRIVE = "https://drive.google.com/drive/folders/0B7EVK8r0v71pWEZsZE9oNnFzTm8"

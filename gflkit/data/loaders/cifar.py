@@ -27,7 +27,9 @@ import numpy as np
 import torch
 
 from gflkit.data.dataset import SampleDataset
-from gflkit.data.registry import DatasetSpec, RawFile, cached_conversion, register, reject_options, require_files
+from gflkit.data.conversion import cached_conversion
+from gflkit.data.download import require_files
+from gflkit.data.registry import DatasetSpec, RawFile, register, reject_options
 
 SOURCE = "https://www.cs.toronto.edu/~kriz/cifar.html"
 _BASE = "https://www.cs.toronto.edu/~kriz/"

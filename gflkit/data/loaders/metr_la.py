@@ -82,7 +82,9 @@ from gflkit.data.loaders.traffic import (
     train_statistics,
     window_views,
 )
-from gflkit.data.registry import DatasetSpec, RawFile, cached_conversion, get_spec, register, require_files
+from gflkit.data.conversion import cached_conversion
+from gflkit.data.download import require_files
+from gflkit.data.registry import DatasetSpec, RawFile, get_spec, register
 
 __all__ = ["DCRNNFormat", "HORIZON", "METR_LA", "NAME", "SPEC", "STEPS", "dcrnn_sensor_graph", "load_dcrnn",
            "load_metr_la", "load_sensor_graph", "read_hdf_frame", "sensor_graph_for", "split_windows",

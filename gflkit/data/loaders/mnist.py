@@ -21,7 +21,9 @@ import numpy as np
 import torch
 
 from gflkit.data.dataset import SampleDataset
-from gflkit.data.registry import DatasetSpec, RawFile, cached_conversion, register, reject_options, require_files
+from gflkit.data.conversion import cached_conversion
+from gflkit.data.download import require_files
+from gflkit.data.registry import DatasetSpec, RawFile, register, reject_options
 
 SOURCE = "http://yann.lecun.com/exdb/mnist/"
 _MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/")

@@ -54,14 +54,9 @@ from gflkit.data.loaders.traffic import (
     register_graph_reader,
     time_of_day,
 )
-from gflkit.data.registry import (
-    DatasetSpec,
-    RawFile,
-    cached_conversion,
-    get_spec,
-    register,
-    require_files,
-)
+from gflkit.data.conversion import cached_conversion
+from gflkit.data.download import require_files
+from gflkit.data.registry import DatasetSpec, RawFile, get_spec, register
 
 __all__ = ["ASTGCNFormat", "PEMSD4", "PEMSD8", "astgcn_sensor_graph", "gaussian_kernel_adjacency",
            "load_astgcn", "read_distances"]

@@ -40,7 +40,9 @@ import torch
 
 from gflkit.data.dataset import SampleDataset
 from gflkit.data.loaders.leaf import gather_leaf, split_files
-from gflkit.data.registry import DatasetSpec, RawFile, cached_conversion, register, reject_options, require_files
+from gflkit.data.conversion import cached_conversion
+from gflkit.data.download import require_files
+from gflkit.data.registry import DatasetSpec, RawFile, register, reject_options
 
 LEAF_CHARACTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
 OOV_ID = len(LEAF_CHARACTERS)

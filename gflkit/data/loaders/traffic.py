@@ -33,7 +33,8 @@ import numpy as np
 import torch
 
 from gflkit.data.dataset import SampleDataset
-from gflkit.data.registry import DatasetNotFoundError, DatasetSpec, dataset_names, get_spec, reject_options
+from gflkit.data.errors import DatasetNotFoundError
+from gflkit.data.registry import DatasetSpec, dataset_names, get_spec, reject_options
 
 __all__ = ["HORIZON", "STEPS", "check_window_options", "forecasting_samples", "load_traffic_graph",
            "register_graph_reader", "sensor_graph_for", "split_windows", "time_of_day", "train_statistics",
@@ -169,9 +170,9 @@ def load_traffic_graph(name: str, root: str | Path | None = None,
     Files are verified against their pinned sha256 first; root as for :func:`~gflkit.data.load_dataset`.
 
     Raises:
-        ~gflkit.data.registry.UnknownDatasetError: ``name`` is not registered.
+        ~gflkit.data.errors.UnknownDatasetError: ``name`` is not registered.
         ValueError: ``name`` is not a traffic dataset.
-        ~gflkit.data.registry.DatasetNotFoundError: the graph files are missing (the message says how to get them).
+        ~gflkit.data.errors.DatasetNotFoundError: the graph files are missing (the message says how to get them).
     """
     spec = get_spec(name)
     reader = _GRAPH_READERS.get(spec.name)

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from gflkit.runtime import Runtime
 
 
-def time_rounds(config: Any, runtime: "Runtime | None" = None, rounds: int = 3) -> dict[str, float]:
-    """Wall-clock seconds of one round's local training (all clients, one after the other) and of the
-    server's aggregation for run ``config`` on ``runtime`` (its data root and device): medians over ``rounds``
+def time_each_round(config: Any, runtime: "Runtime | None" = None, rounds: int = 3) -> list[dict[str, float]]:
+    """Wall-clock seconds of each round's local training (all clients, one after the other) and of the server's
+    aggregation for run ``config`` on ``runtime`` (its data root and device): one dict per round, ``rounds``
     rounds measured here after one warm-up round. On a GPU the clock waits for the device before it reads."""
     import torch
 
@@ -35,7 +35,7 @@ def time_rounds(config: Any, runtime: "Runtime | None" = None, rounds: int = 3) 
             torch.cuda.synchronize(fed.device)
         return time.perf_counter()
 
-    training, aggregation = [], []
+    measured = []
     for round in range(1, rounds + 2):  # round 1 warms up (and has no SFL regulariser): not counted
         start = clock()
         updates = torch.stack([algorithm.client_update(fed, k, round).vector for k in range(fed.num_clients)])
@@ -43,9 +43,14 @@ def time_rounds(config: Any, runtime: "Runtime | None" = None, rounds: int = 3) 
         algorithm.aggregate(fed, index, fed.upload(index, updates, round), round)
         end = clock()
         if round > 1:
-            training.append(middle - start)
-            aggregation.append(end - middle)
-    return {"training_s": statistics.median(training), "aggregation_s": statistics.median(aggregation)}
+            measured.append({"training_s": middle - start, "aggregation_s": end - middle})
+    return measured
+
+
+def time_rounds(config: Any, runtime: "Runtime | None" = None, rounds: int = 3) -> dict[str, float]:
+    """:func:`time_each_round`'s seconds of local training and of aggregation, each the median over the rounds."""
+    measured = time_each_round(config, runtime, rounds)
+    return {key: statistics.median(timed[key] for timed in measured) for key in ("training_s", "aggregation_s")}
 
 
 def time_interleaved(configs: Sequence[Any], runtime: "Runtime | None" = None, rounds: int = 2,

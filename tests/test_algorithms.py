@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from gflkit.algorithms import ALGORITHMS, build_algorithm
-from gflkit.algorithms.base import weighted_mean
+from gflkit.algorithms.base import Algorithm, weighted_mean
 from gflkit.engine import Schedule, run_rounds
 
 from conftest import make_federation
@@ -88,3 +88,15 @@ def test_every_graph_method_differs_from_fedavg_on_non_iid_clients(name):
     fedavg, ours = models_after("fedavg"), models_after(name)
     relative = float((ours - fedavg).norm() / fedavg.norm())
     assert relative > 0.01, f"{name}'s models are FedAvg's to {relative:.2g} (relative norm of the difference)"
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_method_declares_the_hooks_it_overrides(name):
+    """The engine reads a method's declarations (``client_step``, ``adds_local_loss``), never which methods a
+    subclass overrides: a method that writes a one-client step or a loss term must say so."""
+    cls = ALGORITHMS[name]
+    assert cls.client_step in ("together", "one_by_one")
+    overrides_client_update = cls.client_update is not Algorithm.client_update
+    assert (cls.client_step == "one_by_one") == overrides_client_update, \
+        f"{name}: client_update {'is' if overrides_client_update else 'is not'} overridden: declare client_step"
+    assert cls.adds_local_loss == (cls.local_loss is not Algorithm.local_loss), f"{name}: declare adds_local_loss"

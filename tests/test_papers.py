@@ -295,3 +295,17 @@ def test_quickstart_committed_claims_are_decided_from_the_committed_clients():
     folder = Path(__file__).resolve().parents[1] / "docs" / "results" / "quickstart_ci"
     decided = quickstart.decide_from_clients(folder, "ci")
     pd.testing.assert_frame_equal(decided.astype(str), pd.read_csv(folder / "claims.csv").astype(str))
+
+
+@pytest.mark.parametrize("paper, folder, profile", [
+    ("fedska", "fedska_ci", "ci"), ("jgesr", "jgesr_ci", "ci"), ("fedvgae", "fedvgae_ci", "ci"),
+])
+def test_archived_claims_are_what_the_module_decides_from_the_archived_csvs(paper, folder, profile):
+    """Every claim an archived notebook shows is the paper module's decision on the CSVs committed beside it."""
+    import importlib
+
+    module = importlib.import_module(f"gflkit.papers.{paper}")
+    path = Path(__file__).resolve().parents[1] / "docs" / "results" / folder
+    decided = module.decide_from_clients(path, profile)
+    pd.testing.assert_frame_equal(decided.astype(str), pd.read_csv(path / "claims.csv").astype(str))
+    assert "not run" not in set(decided["verdict"]), "every claim has what it needs in the committed CSVs"

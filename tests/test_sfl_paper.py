@@ -87,13 +87,18 @@ def test_claims_are_decided_in_the_module_from_per_client_rows_without_the_noteb
     table4 = sfl_clients({"fedavg": 80, "fedatt": 78, "sfl": 82, "sfl_lg": 90, "sfl_per": 81})
     mixing = sfl_clients({"sfl": 70, "sfl_star": 75}, reading="authors_code")
     timing = pd.DataFrame({"method": ["fedavg", "sfl", "sfl"], "layers": [None, 2, 3],
-                           "aggregation_share_%": [0.3, 6.0, 4.0]})
+                           "aggregation_share_min_%": [0.3, 6.0, 3.8], "aggregation_share_max_%": [0.4, 6.5, 4.0]})
     claims = claims_table(sfl.claims(table3, table4, mixing, timing, "ci"))
     assert claims["verdict"].tolist() == ["reproduced", "reproduced", "reproduced", "reproduced", "reproduced",
                                           "not reproduced", "reproduced"]
     assert claims["noise model"].iloc[0] == "Student t over 2 seeds of the client mean"
     assert "SFL+Per: −1.0" in claims["difference"].iloc[5], "SFL+Per is 1 point below SFL: the pair fails"
-    assert claims["evidence"].iloc[6] == "aggregation 4.00 % of a round with one local epoch at 3 hops"
+    assert claims["evidence"].iloc[6] == "aggregation 3.80–4.00 % of a round over the timed rounds, one local epoch at 3 hops"
+    straddling = timing.assign(**{"aggregation_share_min_%": [0.3, 6.0, 4.9], "aggregation_share_max_%": [0.4, 6.5, 5.2]})
+    assert claims_table(sfl.claims(table3, table4, mixing, straddling, "ci"))["verdict"].iloc[6] == "inconclusive", \
+        "timed rounds on both sides of 5 %: the machine's noise decides"
+    above = timing.assign(**{"aggregation_share_min_%": [0.3, 6.0, 5.1], "aggregation_share_max_%": [0.4, 6.5, 5.6]})
+    assert claims_table(sfl.claims(table3, table4, mixing, above, "ci"))["verdict"].iloc[6] == "not reproduced"
     assert "best other: FedPer" in claims["evidence"].iloc[3]
 
 
@@ -104,7 +109,7 @@ def test_claims_whose_rows_did_not_run_are_not_run():
 
     table3 = sfl_clients({"fedavg": 80, "sfl": 82, "sfl_star": 86})
     empty = pd.DataFrame(columns=[*sfl.CLIENT_COLUMNS, "reading"])
-    no_timing = pd.DataFrame(columns=["method", "layers", "aggregation_share_%"])
+    no_timing = pd.DataFrame(columns=["method", "layers", "aggregation_share_min_%", "aggregation_share_max_%"])
     claims = claims_table(sfl.claims(table3, empty, empty, no_timing, "authors_code_ci", ("fedavg", "sfl", "sfl_star")))
     assert claims["verdict"].tolist() == ["reproduced", "reproduced", "not run", "reproduced", "not run", "not run",
                                           "not run"]

@@ -4,7 +4,7 @@ import pytest
 from gflkit import timing
 from gflkit.papers import sfl
 from gflkit.profiles import resolve_profile
-from gflkit.timing import time_interleaved, time_rounds
+from gflkit.timing import time_each_round, time_interleaved, time_rounds
 from gflkit.runtime import Runtime
 
 
@@ -13,6 +13,17 @@ def test_time_rounds_measures_training_and_aggregation_with_the_configs_own_opti
     timed = time_rounds(sfl.variant_config(params, "sfl", 0, method_options={"layers": 5}), Runtime(device="cpu"), rounds=1)
     assert set(timed) == {"training_s", "aggregation_s"}
     assert timed["training_s"] > 0 and timed["aggregation_s"] > 0
+
+
+def test_time_rounds_is_the_median_of_each_timed_round(monkeypatch):
+    measured = [{"training_s": 3.0, "aggregation_s": 0.1}, {"training_s": 1.0, "aggregation_s": 0.3},
+                {"training_s": 2.0, "aggregation_s": 0.2}]
+    monkeypatch.setattr(timing, "time_each_round", lambda config, runtime, rounds: measured[:rounds])
+    assert time_rounds("config", rounds=3) == {"training_s": 2.0, "aggregation_s": 0.2}
+    params = resolve_profile(sfl.PROFILES, "smoke", overrides={"num_clients": 4})
+    monkeypatch.undo()
+    rounds = time_each_round(sfl.variant_config(params, "fedavg", 0), Runtime(device="cpu"), rounds=2)
+    assert len(rounds) == 2 and all(r["training_s"] > 0 and r["aggregation_s"] > 0 for r in rounds)
 
 
 def test_time_interleaved_passes_over_every_config_and_takes_each_ones_median(monkeypatch):

@@ -5,7 +5,8 @@ A method is a small class with
 * ``Params``: a dataclass of its hyper-parameters (its published defaults);
 * :meth:`Algorithm.setup`: the server's initial state;
 * :meth:`Algorithm.configure`: the model vector a client starts local training from;
-* :meth:`Algorithm.local_loss`: an optional extra loss term of local training, reading the client's
+* :meth:`Algorithm.local_loss`: an optional extra loss term of local training (declared by
+  ``adds_local_loss = True``), reading the client's
   parameters from ``step.params`` and what differs between clients from ``step.context``
   (:meth:`Algorithm.local_context`), so that it runs in the batched loop too;
 * :meth:`Algorithm.train_clients`: the client step of the sampled clients (by default the shared local
@@ -24,7 +25,8 @@ tensors a method adds; :meth:`state_dict` returns the latter so that checkpoints
 
 **Batched local training** (:mod:`gflkit.batched`): a method whose client step is the default one opts
 in with ``batchable = True`` once its :meth:`local_loss` takes everything per client from
-``step.context``; a method that overrides :meth:`client_update` trains its clients one after another.
+``step.context``; a method whose step is written for one client overrides :meth:`client_update` and
+declares ``client_step = "one_by_one"``: its clients train one after another.
 """
 from __future__ import annotations
 
@@ -63,6 +65,12 @@ class Algorithm:
     Params: ClassVar[type] = NoParams
     #: whether the default client step may train the sampled clients batched (see the module docstring)
     batchable: ClassVar[bool] = False
+    #: how a round's client step runs: ``"together"`` — :meth:`train_clients` for every sampled client at once
+    #: (batched where it applies) — or ``"one_by_one"`` — :meth:`client_update` per client, declared by a method
+    #: whose step is written for one client
+    client_step: ClassVar[str] = "together"
+    #: whether :meth:`local_loss` adds a term to local training, declared by a method that defines one
+    adds_local_loss: ClassVar[bool] = False
 
     def __init__(self, **options: Any):
         self.params = make_params(self.Params, options, f"method {self.name!r}")
@@ -106,7 +114,7 @@ class Algorithm:
 
     def loss_term(self, fed: Federation) -> LossTerm | None:
         """:meth:`local_loss` bound to ``fed`` as a loss term of the local loop, or None without one."""
-        return None if type(self).local_loss is Algorithm.local_loss else (lambda step: self.local_loss(fed, step))
+        return (lambda step: self.local_loss(fed, step)) if self.adds_local_loss else None
 
     def train_clients(self, fed: Federation, clients: Tensor, round: int) -> list[LocalResult]:
         """The default client step of several clients: local training from :meth:`configure` with
@@ -128,8 +136,8 @@ class Algorithm:
 
     def round_updates(self, fed: Federation, clients: Tensor, round: int) -> list[LocalResult]:
         """Every sampled client's work in a round: :meth:`train_clients`, or :meth:`client_update` for one
-        client after the other when the method overrides it."""
-        if type(self).client_update is not Algorithm.client_update:
+        client after the other when the method's :attr:`client_step` is ``"one_by_one"``."""
+        if self.client_step == "one_by_one":
             return [self.client_update(fed, int(k), round) for k in clients]
         return self.train_clients(fed, clients, round)
 

@@ -49,6 +49,7 @@ class Ditto(FedAvg):
     """
 
     name = "ditto"
+    adds_local_loss = True
     share = "all"  # FedAvg's whole-model sharing; no share option
     Params = DittoParams
 

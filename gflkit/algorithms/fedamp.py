@@ -116,6 +116,7 @@ class FedAMP(Local):
     """
 
     name = "fedamp"
+    adds_local_loss = True
     Params = FedAMPParams
 
     def __init__(self, **options: Any):

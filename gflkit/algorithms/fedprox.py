@@ -35,6 +35,7 @@ class FedProx(FedAvg):
     """
 
     name = "fedprox"
+    adds_local_loss = True
     Params = FedProxParams
 
     def anchor(self, fed: Federation, client: int) -> Tensor:

@@ -200,6 +200,8 @@ class FedPub(Algorithm):
     """Functional-embedding similarity aggregation with personalised sparse masks (see the module docstring)."""
 
     name = "fedpub"
+    client_step = "one_by_one"
+    adds_local_loss = True
     Params = FedPubParams
 
     def setup(self, fed: Federation) -> None:

@@ -236,6 +236,7 @@ class FedSKA(FedAvg):
     """FedSKA (see the module docstring for the round and its equations)."""
 
     name = "fedska"
+    adds_local_loss = True
     share = "all"  # FedAvg's whole-model sharing; no share option
     Params = FedSKAParams
 

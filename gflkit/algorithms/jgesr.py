@@ -39,6 +39,7 @@ class JGESR(Algorithm):
     """
 
     name = "pdca"
+    adds_local_loss = True
     batchable = True
     solver = "pdca"
     Params = JGESRParams

@@ -55,6 +55,7 @@ class MOON(FedAvg):
     """
 
     name = "moon"
+    adds_local_loss = True
     Params = MOONParams
 
     @property

@@ -129,6 +129,7 @@ class PFedGraph(Algorithm):
     """
 
     name = "pfedgraph"
+    adds_local_loss = True
     batchable = True
     Params = PFedGraphParams
 

@@ -56,6 +56,8 @@ class Scaffold(FedAvg):
     """
 
     name = "scaffold"
+    client_step = "one_by_one"
+    adds_local_loss = True
     Params = ScaffoldParams
     share = "all"
 

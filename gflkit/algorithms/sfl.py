@@ -183,6 +183,7 @@ class SFL(FedAvg):
     """
 
     name = "sfl"
+    adds_local_loss = True
     Params = SFLParams
 
     def __init__(self, **options: Any):

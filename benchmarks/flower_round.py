@@ -80,7 +80,7 @@ def engine_rounds(config: RunConfig, args, local_training: str) -> list[float]:
 
 def flower_rounds(config: RunConfig, args) -> tuple[list[float], float]:
     """Seconds of the training phase of Flower rounds 2 … repeats + 1, and of the whole Flower run."""
-    run = run_flower(config, args.data_root, args.device, local_training="sequential")
+    run = run_flower(config, Runtime(args.data_root, args.device, local_training="sequential"))
     seconds = [run.strategy.train_seconds[round] for round in range(1, config.rounds + 1)]
     return seconds[1:], run.seconds
 

@@ -80,13 +80,13 @@ def spy(log: list):
 ], ids=lambda value: value if isinstance(value, str) else "")
 def test_flower_reproduces_the_engine(method, changes):
     cfg = config(method, **changes)
-    assert_same_numbers(cfg, run_flower(cfg, device="cpu"))
+    assert_same_numbers(cfg, run_flower(cfg, Runtime(device="cpu")))
 
 
 def test_fedprox_partial_participation_matches_the_batched_engine():
     # 4 of 6 clients per round, evaluated every 2 rounds (and at the last); the engine trains them batched
     cfg = config("fedprox", clients_per_round=4, eval_every=2)
-    run = run_flower(cfg, device="cpu")
+    run = run_flower(cfg, Runtime(device="cpu"))
     assert_same_numbers(cfg, run, local_training="auto", atol=1e-5)
     assert sorted(set(run.records()["round"])) == [2, 3]
 
@@ -94,7 +94,7 @@ def test_fedprox_partial_participation_matches_the_batched_engine():
 def test_sfl_personalised_rows_reach_only_their_client():
     cfg = config("sfl")
     log: list = []
-    run = run_flower(cfg, device="cpu", mods=[spy(log)])
+    run = run_flower(cfg, Runtime(device="cpu"), mods=[spy(log)])
     assert_same_numbers(cfg, run)
     aggregated, dim = run.strategy.algorithm.aggregated, run.strategy.fed.dim
     assert len({tuple(row.tolist()) for row in aggregated}) >= 5  # personalised: the clients' rows differ
@@ -113,7 +113,7 @@ def test_ditto_personal_models_never_leave_their_clients_and_survive_recreated_c
     # Adam state survive in Flower's Context.state only
     cfg = config("ditto", optimizer="adam", lr=0.01, optimizer_state="persistent")
     log: list = []
-    run = run_flower(cfg, device="cpu", fresh_clients=True, mods=[spy(log)])
+    run = run_flower(cfg, Runtime(device="cpu"), fresh_clients=True, mods=[spy(log)])
     assert_same_numbers(cfg, run)
     personal = [run.client_state(k)["fed.models"] for k in range(6)]
     assert any(key.startswith("optimizer.1.") for key in run.client_state(0))  # the personal model's Adam state
@@ -127,7 +127,7 @@ def test_ditto_personal_models_never_leave_their_clients_and_survive_recreated_c
 @pytest.mark.parametrize("cfg", [config("scaffold"), config("fedavg", momentum=0.9, optimizer_state="persistent")],
                          ids=["scaffold-control-variates", "fedavg-persistent-momentum"])
 def test_client_state_survives_recreated_clients(cfg):
-    assert_same_numbers(cfg, run_flower(cfg, device="cpu", fresh_clients=True))
+    assert_same_numbers(cfg, run_flower(cfg, Runtime(device="cpu"), fresh_clients=True))
 
 
 def test_losing_the_client_state_changes_the_numbers():
@@ -139,7 +139,7 @@ def test_losing_the_client_state_changes_the_numbers():
 
     cfg = config("ditto")
     fed, algorithm, _ = engine_run(cfg)
-    run = run_flower(cfg, device="cpu", mods=[forget])
+    run = run_flower(cfg, Runtime(device="cpu"), mods=[forget])
     assert not torch.allclose(run.models(), fed.models, atol=1e-4)
 
 
@@ -147,7 +147,7 @@ def test_losing_the_client_state_changes_the_numbers():
 def test_unsupported_methods_fail_in_one_line(method):
     cfg = config(method, method_options={"k": 3} if method == "fedska" else {})
     for build in (lambda: GflkitStrategy(cfg, device="cpu"), lambda: make_client_app(cfg),
-                  lambda: run_flower(cfg, device="cpu")):
+                  lambda: run_flower(cfg, Runtime(device="cpu"))):
         with pytest.raises(UnsupportedMethod) as error:
             build()
         message = str(error.value)

@@ -127,3 +127,4 @@ def test_committed_gpu_claims_are_decided_from_the_committed_per_client_csvs():
     decided = sfl.decide_from_clients(folder, "paper")
     pd.testing.assert_frame_equal(decided.astype(str), pd.read_csv(folder / "claims.csv").astype(str))
     assert decided.set_index("claim")["verdict"]["SFL+LG and SFL+Per both beat SFL (Table 4)"] == "reproduced"
+

@@ -47,6 +47,7 @@ from gflkit.engine import merge_splits
 from gflkit.experiment import RunConfig
 from gflkit.flower.replica import ClientProfile, Replica, cached_node_replica, check_config, from_record, to_record
 from gflkit.flower.run_config import settings_from_run_config
+from gflkit.runtime import Runtime
 
 #: keys of the records a message carries
 DOWN, UP, CONFIG, METRICS = "gflkit.down", "gflkit.up", "config", "metrics"
@@ -162,29 +163,27 @@ def evaluate_client(replica: Replica, message: Message, context: Context) -> Mes
     return Message(RecordDict({METRICS: MetricRecord(metrics)}), reply_to=message)
 
 
-def make_client_app(config: RunConfig | None = None, data_root: str | Path | None = None,
-                    device: str | torch.device | None = None, local_training: str | None = None,
-                    mods: Sequence = ()) -> ClientApp:
+def make_client_app(config: RunConfig | None = None, runtime: Runtime | None = None, mods: Sequence = ()) -> ClientApp:
     """A Flower ``ClientApp`` running a gflkit method on the node's own partition (module docstring).
 
     ``config``: the run; None reads it from the run's ``Context.run_config`` (as :mod:`gflkit.flower.app`).
-    ``data_root`` (used where the node has no ``data-root``; None: ``$GFLKIT_DATA``), ``device`` (None: the run
-    config's, else ``"auto"``) and ``local_training`` are :func:`~gflkit.experiment.build_federation`'s;
-    ``mods`` are Flower client mods wrapped around every message. The node's copy of the run is built
-    once per process, on its first message. Raises :class:`~gflkit.flower.methods.UnsupportedMethod`
-    (one line) for a method this adapter does not run.
+    ``runtime``: where the node computes — its data root (used where the node has no ``data-root``), device and
+    local training (None: the run config's device, ``$GFLKIT_DATA``); ``mods`` are Flower client mods wrapped
+    around every message. The node's copy of the run is built once per process, on its first message. Raises
+    :class:`~gflkit.flower.methods.UnsupportedMethod` (one line) for a method this adapter does not run.
     """
     if config is not None:
         check_config(config)
     app = ClientApp(mods=list(mods))
 
     def node(context: Context) -> tuple[Replica, ClientProfile]:
-        run, run_device = config, device
+        run, where = config, runtime
         if run is None:
             settings = settings_from_run_config(context.run_config)
-            run, run_device = settings.config, device or settings.device
-        replica, profile = cached_node_replica(run, partition_id(context), node_data_root(context, data_root),
-                                               run_device or "auto", local_training)
+            run, where = settings.config, where or Runtime(device=settings.device)
+        where = where or Runtime()
+        where = where.replace(data_root=node_data_root(context, where.data_root))
+        replica, profile = cached_node_replica(run, partition_id(context), where)
         check_partitions(context, profile)
         return replica, profile
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping
 
 import numpy as np
@@ -162,14 +161,14 @@ _NODES: dict[tuple, tuple[Replica, ClientProfile]] = {}
 _NODES_LOCK = threading.Lock()
 
 
-def cached_node_replica(config: RunConfig, partition: int, data_root: str | Path | None, device: str | torch.device,
-                        local_training: str | None) -> tuple[Replica, ClientProfile]:
-    """The process's copy for client ``partition`` of ``config`` (:func:`node_replica`, built once per process)."""
-    key = (repr(config.to_dict()), partition, None if data_root is None else str(data_root), str(device),
-           local_training)
+def cached_node_replica(config: RunConfig, partition: int, runtime: Runtime) -> tuple[Replica, ClientProfile]:
+    """The process's copy for client ``partition`` of ``config`` on ``runtime`` (:func:`node_replica`, built once
+    per process for each data root, device and local training)."""
+    where = None if runtime.data_root is None else str(runtime.data_root)
+    key = (repr(config.to_dict()), partition, where, str(runtime.device), runtime.local_training)
     with _NODES_LOCK:
         if key not in _NODES:
-            _NODES[key] = node_replica(config, partition, Runtime(data_root, device, local_training=local_training))
+            _NODES[key] = node_replica(config, partition, runtime)
         return _NODES[key]
 
 

@@ -28,11 +28,9 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterator, Sequence
 
 import pandas as pd
-import torch
 from flwr.app import Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import ServerApp
@@ -67,6 +65,7 @@ from gflkit.flower.client import STATE, make_client_app
 from gflkit.flower.methods import OWN_ROW
 from gflkit.flower.replica import cached_node_replica, clear_replicas, from_record
 from gflkit.flower.strategy import GflkitStrategy, make_server_app
+from gflkit.runtime import Runtime
 from gflkit.threads import limit_threads
 
 ClientAppSource = ClientApp | Callable[[], ClientApp]
@@ -223,23 +222,24 @@ class FlowerRun:
         return models.expand(fed.num_clients, -1).clone() if models.dim() == 1 else models.clone()
 
 
-def run_flower(config: RunConfig, data_root: str | Path | None = None, device: str | torch.device = "auto",
-               local_training: str | None = None, fresh_clients: bool = False, mods: Sequence = (),
+def run_flower(config: RunConfig, runtime: Runtime | None = None, fresh_clients: bool = False, mods: Sequence = (),
                verbose: bool = False) -> FlowerRun:
     """Run ``config`` as a Flower app — :class:`GflkitStrategy` in a ServerApp, :func:`make_client_app` on
     one node per client — in Flower's Simulation Runtime in this process (:func:`run_inprocess`).
 
-    ``fresh_clients``: a new ClientApp and an empty run cache for every message (state survives in the
-    clients' ``Context`` only). ``mods``: Flower client mods around every message. ``verbose``: Flower's
-    INFO logs. Raises :class:`~gflkit.flower.methods.UnsupportedMethod` (one line) for a method this
-    adapter does not run.
+    ``runtime``: the data root, device and local training of the server and every node (None: the defaults,
+    :class:`~gflkit.runtime.Runtime`). ``fresh_clients``: a new ClientApp and an empty run cache for every
+    message (state survives in the clients' ``Context`` only). ``mods``: Flower client mods around every
+    message. ``verbose``: Flower's INFO logs. Raises :class:`~gflkit.flower.methods.UnsupportedMethod` (one
+    line) for a method this adapter does not run.
     """
     limit_threads()  # GFLKIT_THREADS, as gflkit.experiment.run
-    strategy = GflkitStrategy(config, device)
-    num_clients = cached_node_replica(config, 0, data_root, device, local_training)[1].num_clients
+    runtime = runtime or Runtime()
+    strategy = GflkitStrategy(config, runtime.device)
+    num_clients = cached_node_replica(config, 0, runtime)[1].num_clients
 
     def client_app() -> ClientApp:
-        return make_client_app(config, data_root, device, local_training, mods)
+        return make_client_app(config, runtime, mods)
 
     with quiet_flower(verbose):
         start = time.perf_counter()

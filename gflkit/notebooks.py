@@ -242,6 +242,13 @@ def execute(
     return _execute_checked(source, output, params)
 
 
+def _previous(executed: Path) -> str:
+    """What a failure leaves of the last success in the results folder, in words."""
+    if executed.exists():
+        return f"{executed.name} and the tables beside it, from an earlier success, are untouched"
+    return "no earlier success in that folder, so no outputs were published"
+
+
 def _moved(source: Path, target: Path) -> bool:
     """Rename ``source`` to ``target`` (needs no space); whether it worked."""
     try:
@@ -278,7 +285,7 @@ def _execute_checked(source: Path, output: Path, params: dict[str, Any]) -> Path
     except papermill.PapermillExecutionError as error:
         os.replace(running, failed)
         raise NotebookError(f"{name} failed in cell {error.exec_count}: {error.ename}: {error.evalue} — the failed "
-                            f"notebook is {failed}; {executed.name} from an earlier success is untouched") from None
+                            f"notebook is {failed}; {_previous(executed)}") from None
     except DeadKernelError:
         if running.exists():
             os.replace(running, failed)
@@ -290,8 +297,7 @@ def _execute_checked(source: Path, output: Path, params: dict[str, Any]) -> Path
             raise
         kept = f"the failed notebook is {failed}" if running.exists() and _moved(running, failed) else \
             "no failed notebook could be written"
-        raise NotebookError(f"{name}: {full.strerror}; {kept}; {executed.name} from an earlier success is "
-                            f"untouched") from None
+        raise NotebookError(f"{name}: {full.strerror}; {kept}; {_previous(executed)}") from None
     finally:
         staging.discard(stage)  # a failure's tables and figures: the previous outputs stay as they were
     return executed

@@ -231,7 +231,9 @@ class ResultStore:
     """Runs stored under ``root``, one folder per configuration key."""
 
     def __init__(self, root: str | Path):
-        self.root = Path(root)
+        # resolved: a store reached through a link (a notebook's staging folder links to its results folder's
+        # store) names its real folders in every message
+        self.root = Path(root).resolve()
         self._held: set[Path] = set()  # the run folders whose lock this store holds
 
     def folder(self, config: dict[str, Any]) -> Path:

@@ -128,3 +128,13 @@ def test_committed_gpu_claims_are_decided_from_the_committed_per_client_csvs():
     pd.testing.assert_frame_equal(decided.astype(str), pd.read_csv(folder / "claims.csv").astype(str))
     assert decided.set_index("claim")["verdict"]["SFL+LG and SFL+Per both beat SFL (Table 4)"] == "reproduced"
 
+
+
+def test_committed_ci_claims_are_decided_from_the_committed_per_client_csvs():
+    from pathlib import Path
+
+    import pandas as pd
+
+    folder = Path(__file__).resolve().parents[1] / "docs" / "results" / "sfl_ci"
+    decided = sfl.decide_from_clients(folder, "ci")
+    pd.testing.assert_frame_equal(decided.astype(str), pd.read_csv(folder / "claims.csv").astype(str))

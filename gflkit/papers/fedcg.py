@@ -374,7 +374,8 @@ def claims(measured: Measured, profile: str) -> list[Claim]:
         images, majority = m.test_images[dataset], m.majority[dataset]
         fedavg = m.table5[(dataset, "fedavg")]
         if fedavg <= majority + difference_noise(majority, images):
-            return None, f"undecided: FedAvg {fedavg:.2f} ≈ the majority class {majority:.2f}, nothing learned at this budget"
+            return None, (f"undecided: FedAvg {fedavg:.2f} ≈ the majority class {majority:.2f}, nothing learned at "
+                          "this budget")
         difference, evidence = _held_out(m.table5[dataset], first, second, images)
         return judge(difference), evidence
 
@@ -396,7 +397,8 @@ def claims(measured: Measured, profile: str) -> list[Claim]:
                     ran5, lambda: unseen("celeba", "fedcg", "fedavg"), profile),
         check_claim("FedCG beats FedAvg on FEMNIST's unseen writers by a large margin (Table 5: +5.60; we ask for > 2)",
                     ["femnist:fedcg", "femnist:fedavg"], ran5,
-                    lambda: unseen("femnist", "fedcg", "fedavg", lambda difference: difference.exceeding(2.0)), profile),
+                    lambda: unseen("femnist", "fedcg", "fedavg", lambda difference: difference.exceeding(2.0)),
+                    profile),
         check_claim("FedCG beats FedProx on FEMNIST (Table 5)", ["femnist:fedcg", "femnist:fedprox"], ran5,
                     lambda: unseen("femnist", "fedcg", "fedprox"), profile),
         check_claim("FedCG is close to SCAFFOLD on FEMNIST, within 1 point (Table 5: −0.79)",
@@ -405,7 +407,8 @@ def claims(measured: Measured, profile: str) -> list[Claim]:
         check_claim("Domain residuals on the last layer with D = 4 are the best Table 4 setting (89.18)",
                     ["last-eye-clf-4-soft", "all-eye-clf-4-hard"], list(m.table4.index),
                     lambda: _best_row(m.table4, "last-eye-clf-4-soft", table4_images), profile),
-        check_claim("With D = 4, the classifier's domains beat K-means clusters of client models (Table 4: 88.74 vs 87.21)",
+        check_claim("With D = 4, the classifier's domains beat K-means clusters of client models "
+                    "(Table 4: 88.74 vs 87.21)",
                     ["all-eye-clf-4-hard", "all-eye-kmeans-4-hard"], list(m.table4.index),
                     lambda: _held_out(m.table4, "all-eye-clf-4-hard", "all-eye-kmeans-4-hard", table4_images), profile),
         check_claim("Given oracle domains, FedCG with Hamming-weighted A and ReLU is the best Table 3 row (89.57)",

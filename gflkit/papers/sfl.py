@@ -237,9 +237,9 @@ def claims(table3: pd.DataFrame, table4: pd.DataFrame, mixing: pd.DataFrame, tim
     ``mixing``: the ``graph_mixing`` rows, with ``reading`` (:data:`READINGS`). ``timing``: Table 5's rows
     (``method``, ``layers``, and the smallest and largest share of aggregation in a timed round,
     ``aggregation_share_min_%`` / ``aggregation_share_max_%``), empty when nothing was timed: the claim is
-    reproduced when every timed round is under 5 %, not reproduced when none is, inconclusive otherwise. ``table3_methods``: the
-    profile's Table 3 variants, every one of which "SFL* is the best" needs (an override that ran a subset
-    leaves it "not run").
+    reproduced when every timed round is under 5 %, not reproduced when none is, inconclusive otherwise.
+    ``table3_methods``: the profile's Table 3 variants, every one of which "SFL* is the best" needs (an override
+    that ran a subset leaves it "not run").
     """
     accuracy3, accuracy4 = (metrics.final_summary(records, value="accuracy", by=("method",)).set_index("method")["mean"]
                             if len(records) else pd.Series(dtype=float) for records in (table3, table4))

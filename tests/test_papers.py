@@ -309,3 +309,13 @@ def test_archived_claims_are_what_the_module_decides_from_the_archived_csvs(pape
     decided = module.decide_from_clients(path, profile)
     pd.testing.assert_frame_equal(decided.astype(str), pd.read_csv(path / "claims.csv").astype(str))
     assert "not run" not in set(decided["verdict"]), "every claim has what it needs in the committed CSVs"
+
+
+def test_committed_csvs_reads_what_is_there_and_names_a_missing_required_file(tmp_path):
+    from gflkit.papers import committed_csvs
+
+    pd.DataFrame({"a": [1]}).to_csv(tmp_path / "one.csv", index=False)
+    frames = committed_csvs(tmp_path, {"one": "one.csv", "two": "two.csv"}, ["one"], "demo")
+    assert frames["one"]["a"].tolist() == [1] and frames["two"] is None
+    with pytest.raises(FileNotFoundError, match=r"lacks \['two.csv'\], which the demo notebook writes"):
+        committed_csvs(tmp_path, {"one": "one.csv", "two": "two.csv"}, ["one", "two"], "demo")

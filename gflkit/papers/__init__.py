@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -132,6 +132,18 @@ def standing(scores: pd.Series, method: str, unit: str = " %") -> str:
         return "did not run"
     ranked = scores.sort_values(ascending=False)
     return f"ranks {list(ranked.index).index(method) + 1} of {len(ranked)} ({scores[method]:.2f}{unit})"
+
+
+def committed_csvs(folder: str | Path, files: Mapping[str, str], required: Sequence[str],
+                   notebook: str) -> dict[str, pd.DataFrame | None]:
+    """The CSVs ``files`` (``{name: file}``) of a results folder a paper's ``decide_from_clients`` reads, by name:
+    None for an absent optional one (its claims are then "not run"); a ``FileNotFoundError`` names a missing
+    ``required`` one and the ``notebook`` that writes it."""
+    folder = Path(folder)
+    missing = [files[name] for name in required if not (folder / files[name]).exists()]
+    if missing:
+        raise FileNotFoundError(f"{folder} lacks {missing}, which the {notebook} notebook writes")
+    return {name: pd.read_csv(folder / file) if (folder / file).exists() else None for name, file in files.items()}
 
 
 def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from gflkit import metrics
 from gflkit.experiment import Run, RunConfig
-from gflkit.papers import Claim, check_claim, claims_table, standing
+from gflkit.papers import Claim, check_claim, claims_table, committed_csvs, standing
 from gflkit.papers.comparison import (Scoring, best_other_per_group, compare, compare_per_group,
                                       compare_with_best_other, every, seed_difference,
                                       spread_within)
@@ -289,11 +289,6 @@ CLAIM_FILES = {"records": "table1_clients.csv", "ablation": "table3_clients.csv"
 def decide_from_clients(folder: str | Path, profile: str) -> pd.DataFrame:
     """The claims table of :func:`claims` read from a folder's committed CSVs (:data:`CLAIM_FILES`; every seed
     they hold, e.g. seeds measured in several sessions, whose result stores are gone)."""
-    folder = Path(folder)
-    frames = {name: pd.read_csv(folder / file) if (folder / file).exists() else None
-              for name, file in CLAIM_FILES.items()}
+    frames = committed_csvs(folder, CLAIM_FILES, ["records", "ablation"], "fedska")
     records, ablation = frames.pop("records"), frames.pop("ablation")
-    if records is None or ablation is None:
-        raise FileNotFoundError(f"{folder} lacks {CLAIM_FILES['records']} or {CLAIM_FILES['ablation']}, which "
-                                "FedSKA's notebook writes")
     return claims_table(claims(records, ablation, sorted(records["method"].unique()), profile, **frames))

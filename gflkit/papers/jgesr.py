@@ -182,18 +182,10 @@ CLAIM_FILES = {"records": "table1_clients.csv", "missing": "figure4_clients.csv"
 def decide_from_clients(folder: Any, profile: str) -> Any:
     """The claims table of :func:`claims` read from a folder's committed CSVs (:data:`CLAIM_FILES`; every seed
     they hold, e.g. seeds measured in several sessions, whose result stores are gone)."""
-    from pathlib import Path
+    from gflkit.papers import claims_table, committed_csvs
 
-    import pandas as pd
-
-    from gflkit.papers import claims_table
-
-    folder = Path(folder)
-    frames = {name: pd.read_csv(folder / file) if (folder / file).exists() else None
-              for name, file in CLAIM_FILES.items()}
+    frames = committed_csvs(folder, CLAIM_FILES, ["records"], "jgesr")
     records = frames["records"]
-    if records is None:
-        raise FileNotFoundError(f"{folder} lacks {CLAIM_FILES['records']}, which JGESR's notebook writes")
     objective, correlation = frames["objective"], frames["correlation"]
     return claims_table(claims(records, sorted(records["method"].unique()), profile, missing=frames["missing"],
                                objective=None if objective is None else objective["objective"].to_numpy(),

@@ -36,7 +36,7 @@ import pandas as pd
 
 from gflkit import metrics
 from gflkit.experiment import Run
-from gflkit.papers import Claim, Verdict, check_claim, claims_table, standing
+from gflkit.papers import Claim, Verdict, check_claim, claims_table, committed_csvs, standing
 from gflkit.papers.comparison import best_other, compare, compare_with_best_other, every
 from gflkit.profiles import Profile, chosen_sections, known_names
 
@@ -292,19 +292,18 @@ def claims(table3: pd.DataFrame, table4: pd.DataFrame, mixing: pd.DataFrame, tim
     ]
 
 
+#: The CSVs of a results folder that :func:`decide_from_clients` reads: Table 3's is required, the others optional.
+CLAIM_FILES = {"table3": "table3_clients.csv", "table4": "table4_clients.csv", "mixing": "graph_mixing_clients.csv",
+               "timing": "table5_timing.csv"}
+
+
 def decide_from_clients(folder: str | Path, profile: str, table3_methods: Sequence[str] = TABLE3) -> pd.DataFrame:
     """The claims table of :func:`claims` read from a folder's committed CSVs: ``table3_clients.csv`` and, where
     present, ``table4_clients.csv``, ``graph_mixing_clients.csv`` and ``table5_timing.csv`` (a missing one
     leaves its claims "not run")."""
-    folder = Path(folder)
-
-    def optional(name: str, columns: Sequence[str]) -> pd.DataFrame:
-        path = folder / name
-        return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=list(columns))
-
-    table3 = pd.read_csv(folder / "table3_clients.csv")
-    return claims_table(claims(table3, optional("table4_clients.csv", CLIENT_COLUMNS),
-                               optional("graph_mixing_clients.csv", [*CLIENT_COLUMNS, "reading"]),
-                               optional("table5_timing.csv", ["method", "layers", "aggregation_share_min_%",
-                                                              "aggregation_share_max_%"]),
-                               profile, table3_methods))
+    frames = committed_csvs(folder, CLAIM_FILES, ["table3"], "sfl")
+    empty = {"table4": CLIENT_COLUMNS, "mixing": [*CLIENT_COLUMNS, "reading"],
+             "timing": ["method", "layers", "aggregation_share_min_%", "aggregation_share_max_%"]}
+    table4, mixing, timing = (pd.DataFrame(columns=columns) if frames[name] is None else frames[name]
+                              for name, columns in empty.items())
+    return claims_table(claims(frames["table3"], table4, mixing, timing, profile, table3_methods))

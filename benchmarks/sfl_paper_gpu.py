@@ -1,6 +1,7 @@
 """SFL's `paper` profile rows (Tables 3 / 4, seed 0) on one lent GPU, stored as gflkit runs.
 
-Each argument is a queue of SFL variants (``gflkit.papers.sfl.VARIANTS``) run in order by its own process;
+Each argument is a queue of SFL variants (``gflkit.papers.sfl.VARIANTS``), each optionally with a seed
+(``sfl@1``; the profile's first seed otherwise), run in order by its own process;
 queues run concurrently on the one GPU. Every finished run goes into a :class:`~gflkit.results.ResultStore`
 (stored under device ``cuda``), and after each run the finished runs (checkpoints and locks left out) are
 packed into ``$OUT/runs_<queue>.tar.gz``, with one line per run in ``$OUT/summary.csv`` and
@@ -13,6 +14,7 @@ Unpack the archives into ``results/<folder>/`` and run the SFL notebook over the
 Usage, from the project root on the GPU machine (the MNIST files copied to ``.devdata/mnist``)::
 
     GFLKIT_DATA=$PWD/.devdata DEADLINE_S=485 python3 benchmarks/sfl_paper_gpu.py sfl,sfl_lg,sfl_per
+    GFLKIT_DATA=$PWD/.devdata DEADLINE_S=560 python3 benchmarks/sfl_paper_gpu.py fedatt,sfl@1,sfl_star@1
     SMALL=1 DEVICE=cpu python benchmarks/sfl_paper_gpu.py sfl_star fedavg     # the dry run, on a CPU
 
 Measured (H100, docs/results.md): two queues side by side took 235-250 s a run against 133-138 s for one
@@ -45,7 +47,7 @@ from gflkit.experiment import run  # noqa: E402
 from gflkit.papers import sfl  # noqa: E402
 from gflkit.profiles import Profile, resolve_profile  # noqa: E402
 from gflkit.results import MANIFEST, ResultStore  # noqa: E402
-from gflkit.runtime import Runtime
+from gflkit.runtime import Runtime  # noqa: E402
 
 DEVICE = os.environ.get("DEVICE", "cuda" if torch.cuda.is_available() else "cpu")
 
@@ -76,9 +78,17 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
-def run_variant(label: str, params: Profile, store: ResultStore) -> float:
+def parse_entry(entry: str, params: Profile) -> tuple[str, int]:
+    """A queue entry ``label`` or ``label@seed`` as (label, seed); the profile's first seed by default."""
+    label, _, seed = entry.partition("@")
+    if seed and not seed.isdigit():
+        sys.exit(f"queue entry {entry!r}: the seed after '@' must be a non-negative integer, e.g. sfl@1")
+    return label, int(seed) if seed else params.seeds[0]
+
+
+def run_variant(label: str, seed: int, params: Profile, store: ResultStore) -> float:
     """Run (or read back) one variant, log and record its final mean accuracy; its wall time in seconds."""
-    config = sfl.variant_config(params, label, params.seeds[0], **SHRINK)
+    config = sfl.variant_config(params, label, seed, **SHRINK)
     if DEVICE == "cuda":
         torch.cuda.reset_peak_memory_stats()  # this run's peak, not the queue's
     synchronize()
@@ -88,7 +98,7 @@ def run_variant(label: str, params: Profile, store: ResultStore) -> float:
     wall = time.time() - began
     memory = torch.cuda.max_memory_allocated() / 2**30 if DEVICE == "cuda" else 0.0
     accuracy = metrics.final_summary(records)["mean"].iloc[0]  # mean client accuracy at the last round
-    row = dict(variant=label, accuracy=accuracy, rounds=int(records["round"].max()),
+    row = dict(variant=label, seed=seed, accuracy=accuracy, rounds=int(records["round"].max()),
                wall_s=round(wall, 1), peak_gpu_gib=round(memory, 1),
                device=torch.cuda.get_device_name(0) if DEVICE == "cuda" else "cpu",
                local_training=",".join(sorted(set(map(str, records["local_training"])))),
@@ -104,20 +114,21 @@ def run_variant(label: str, params: Profile, store: ResultStore) -> float:
     return wall
 
 
-def run_queue(labels: list[str]) -> None:
-    """Run ``labels`` in order, skipping those that cannot finish before the deadline."""
+def run_queue(entries: list[str]) -> None:
+    """Run the queue's ``label[@seed]`` entries in order, skipping those that cannot finish before the deadline."""
     params = resolve_profile(sfl.PROFILES, "paper")
-    store, longest, name = ResultStore(STORE), 0.0, "runs_" + "_".join(labels)
-    for label in labels:
+    store, longest, name = ResultStore(STORE), 0.0, "runs_" + "_".join(e.replace("@", "-") for e in entries)
+    for entry in entries:
+        label, seed = parse_entry(entry, params)
         left = DEADLINE - (time.time() - START)
         if left < 1.1 * longest + 5:
-            log(f"skip {label}: {left:.0f} s left, the longest run so far took {longest:.0f} s")
+            log(f"skip {entry}: {left:.0f} s left, the longest run so far took {longest:.0f} s")
             continue
         try:
-            longest = max(longest, run_variant(label, params, store))
+            longest = max(longest, run_variant(label, seed, params, store))
             pack(name)
         except Exception:  # one failed variant must not cost the others their time
-            log(f"{label} failed:\n" + traceback.format_exc())
+            log(f"{entry} failed:\n" + traceback.format_exc())
 
 
 def main(queues: list[str]) -> None:
@@ -125,7 +136,9 @@ def main(queues: list[str]) -> None:
     if not queues:
         sys.exit(__doc__)
     os.makedirs(OUT, exist_ok=True)
-    unknown = sorted({label for queue in queues for label in queue.split(",")} - set(sfl.VARIANTS))
+    params = resolve_profile(sfl.PROFILES, "paper")
+    labels = {parse_entry(entry, params)[0] for queue in queues for entry in queue.split(",")}
+    unknown = sorted(labels - set(sfl.VARIANTS))
     if unknown:
         sys.exit(f"unknown SFL variant(s) {unknown}; choose from {sorted(sfl.VARIANTS)}")
     log("torch", torch.__version__, DEVICE, torch.cuda.get_device_name(0) if DEVICE == "cuda" else "", "queues", queues)

@@ -7,7 +7,8 @@ from gflkit.papers import Verdict
 from gflkit.papers.comparison import (Difference, Scoring, at_least, best_other, best_other_per_group,
                                       against_every_candidate, client_difference, compare, compare_per_group,
                                       compare_with_best_other,
-                                      difference_noise, every, held_out_difference, seed_difference, spread_within,
+                                      difference_noise, every, held_out_difference, on_shared_seeds, seed_difference,
+                                      spread_within,
                                       tied_best)
 
 
@@ -172,6 +173,27 @@ def test_mismatched_pairs_are_refused():
     different_sizes = records.assign(num_samples=[10, 10, 10, 10, 10, 20])
     with pytest.raises(ValueError, match="different test sizes"):
         compare(different_sizes, "a", "b", Scoring(weighted=True))
+
+
+def test_a_grid_with_incomplete_later_seeds_is_compared_on_the_seeds_both_sides_ran():
+    # "a" ran seeds 0 and 1, "b" seed 0 only, "c" seeds 0 and 1: a vs b is a one-seed comparison, a vs c a two-seed one
+    records = pd.concat([records_of({"a": [91.0, 93.0, 95.0, 97.0], "c": [90.0] * 4}, seeds=(0, 1)),
+                         records_of({"b": [90.0, 90.0]})])
+    with pytest.raises(ValueError, match="same \\(seed, client\\) pairs"):
+        compare(records, "a", "b")  # the extra seed is refused, never silently paired
+    shared = on_shared_seeds(records, ["a", "b"])
+    assert sorted(shared["seed"].unique()) == [0] and set(shared["method"]) == {"a", "b"}
+    assert compare(shared, "a", "b") == client_difference([91.0, 93.0], [90.0, 90.0])
+    assert compare(on_shared_seeds(records, ["a", "c"]), "a", "c").model.startswith("Student t over 2 seeds")
+    assert sorted(on_shared_seeds(records, ["a", "b", "c"])["seed"].unique()) == [0]
+
+
+def test_sides_that_share_no_seed_or_never_ran_are_named():
+    records = pd.concat([records_of({"a": [91.0, 93.0]}), records_of({"b": [90.0, 90.0]}, seeds=(1,))])
+    with pytest.raises(ValueError, match=r"share no seed: a ran \[0\]; b ran \[1\]"):
+        on_shared_seeds(records, ["a", "b"])
+    with pytest.raises(ValueError, match=r"no records with method = \['z'\]"):
+        on_shared_seeds(records, ["a", "z"])
 
 
 def seed_records(per_seed: dict[str, list[float]], clients: int = 4) -> pd.DataFrame:

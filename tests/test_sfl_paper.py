@@ -117,6 +117,27 @@ def test_claims_whose_rows_did_not_run_are_not_run():
     assert whole_table["verdict"].iloc[3] == "not run" and "fedatt" in whole_table["evidence"].iloc[3]
 
 
+def test_a_later_seed_of_some_variants_only_is_decided_on_the_seeds_each_claim_shares():
+    import pandas as pd
+
+    from gflkit.papers import claims_table
+
+    # seed 0: the whole table; seed 1: SFL and SFL* only (a GPU lease that ended), SFL* far ahead there
+    table3 = pd.concat([sfl_clients({"fedavg": 80, "fedatt": 78, "fedper": 84, "lg_fedavg": 83, "sfl": 82,
+                                     "sfl_star": 86}, seeds=(0,)),
+                        sfl_clients({"sfl": 82, "sfl_star": 96}, seeds=(1,))])
+    empty = pd.DataFrame(columns=[*sfl.CLIENT_COLUMNS, "reading"])
+    no_timing = pd.DataFrame(columns=["method", "layers", "aggregation_share_min_%", "aggregation_share_max_%"])
+    claims = claims_table(sfl.claims(table3, empty, empty, no_timing, "paper")).set_index("claim")
+    versus_fedavg = claims.loc["SFL beats FedAvg on MNIST (Table 3)"]
+    assert versus_fedavg["noise model"].startswith("Student t over 10 clients of one seed")  # FedAvg ran seed 0 only
+    star = claims.loc["SFL* (learned graph) beats SFL (given graph) on MNIST (Table 3)"]
+    assert star["noise model"] == "Student t over 2 seeds of the client mean"
+    mean = table3.groupby(["method", "seed"])["accuracy"].mean()
+    assert star["evidence"] == f"SFL* {mean['sfl_star'].mean():.2f}, SFL {mean['sfl'].mean():.2f}", "both seeds' means"
+    best = claims.loc["SFL* has the best accuracy of Table 3's methods on MNIST"]
+    assert "of one seed" in best["noise model"] and f"({mean['sfl_star', 0]:.2f} %)" in best["evidence"]
+
 
 def test_committed_gpu_claims_are_decided_from_the_committed_per_client_csvs():
     from pathlib import Path

@@ -56,6 +56,8 @@ inconclusive. Scores equal to the tables' two decimals are a tie, and a tie is n
 **From records** (:class:`Scoring`, :func:`compare`): tidy per-client rows as :mod:`gflkit.metrics`
 describes them (``method``, ``seed``, ``client``, ``round``, the score, ``num_samples``). Each run's scores
 at its reported round are paired on ``(seed, client)``; a pair that exists for one side only is refused.
+A grid whose later seeds ran only some methods is compared on the seeds every compared side ran
+(:func:`on_shared_seeds`), and says how many.
 A ranking claim ("best of the eight") compares the method with every other one as above
 (:func:`compare_with_best_other`); an ablation claim ("removing X lowers the accuracy") is the comparison
 of the full method with the ablated one.
@@ -371,6 +373,24 @@ class Scoring:
                             a.index.get_level_values("seed").to_numpy(), weights)
 
 
+def on_shared_seeds(records: pd.DataFrame, sides: Sequence[Any], column: str = "method") -> pd.DataFrame:
+    """The rows of ``sides`` (values of ``column``) from the seeds that every one of them ran: a paired
+    comparison of runs whose later seeds are incomplete (a background grid still running, a GPU lease that
+    ended) reads the seeds both sides share, never one side's extra seeds.
+
+    Raises ``ValueError`` when a side has no rows or the sides share no seed.
+    """
+    chosen = records[records[column].isin(list(sides))]
+    seeds = {side: set(chosen.loc[chosen[column] == side, "seed"]) for side in sides}
+    absent = [side for side, ran in seeds.items() if not ran]
+    if absent:
+        raise ValueError(f"no records with {column} = {absent}; they hold {sorted(records[column].unique().tolist())}")
+    shared = set.intersection(*seeds.values())
+    if not shared:
+        raise ValueError(f"{list(sides)} share no seed: " + "; ".join(f"{s} ran {sorted(r)}" for s, r in seeds.items()))
+    return chosen[chosen["seed"].isin(shared)]
+
+
 def compare(records: pd.DataFrame, first: Any, second: Any, scoring: Scoring = Scoring(), *,
             level: float = LEVEL) -> Difference:
     """``first − second`` from ``records`` (:meth:`Scoring.pairs`, :meth:`PairedScores.difference`)."""
@@ -482,6 +502,7 @@ __all__ = [
     "LEVEL", "MIN_SEEDS", "TABLE_DECIMALS", "Comparison", "Difference", "PairedScores", "Scoring",
     "against_every_candidate", "at_least",
     "best_other", "best_other_per_group", "client_difference", "compare", "compare_per_group",
-    "compare_with_best_other", "difference_noise", "every", "held_out_difference", "seed_difference", "side_label",
+    "compare_with_best_other", "difference_noise", "every", "held_out_difference", "on_shared_seeds", "seed_difference",
+    "side_label",
     "spread_within", "tied_best",
 ]

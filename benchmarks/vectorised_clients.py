@@ -29,7 +29,7 @@ from gflkit.runtime import Runtime
 
 def federated_round(fed, mode: str, repeat: int) -> float:
     """Seconds for one FedAvg round over every client under local training ``mode``."""
-    fed.local_training = mode
+    fed.trainer.mode = mode
     algorithm = build_algorithm("fedavg")
     algorithm.setup(fed)
     start = time.perf_counter()

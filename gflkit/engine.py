@@ -131,7 +131,7 @@ class Checkpoint:
             "algorithm": algorithm.state_dict(),
             "records": records,
             "local_scores": local_scores,
-            "optimizer_states": fed.optimizer_states,
+            "optimizer_states": fed.trainer.optimizer_states,
         }
         if self.path.exists():
             os.replace(self.path, self.previous)
@@ -161,7 +161,7 @@ class Checkpoint:
                 continue
             fed.models = state["models"]
             fed.global_model = state["global_model"]
-            fed.optimizer_states = state["optimizer_states"]
+            fed.trainer.optimizer_states = state["optimizer_states"]
             return state["round"], state["records"], state["local_scores"]
         return 0, [], {}
 
@@ -271,7 +271,7 @@ def run_rounds(
     ``train_loss`` (mean local loss of that round; NaN when the client did not take part) and, when the
     federation holds out clients, ``held_out`` (whether the row is an unseen test client);
     ``local_training``: how that round's local training ran (:func:`training_path`: ``batched`` /
-    ``sequential`` / ``mixed``, see :attr:`Federation.local_training`).
+    ``sequential`` / ``mixed``, see :class:`~gflkit.local_training.LocalTraining`).
     """
     algorithm.setup(fed)
     first_round, records, local_scores = 1, [], {}
@@ -285,13 +285,13 @@ def run_rounds(
                        enabled=progress, initial=first_round - 1, total=schedule.rounds)
     for round in bar:
         clients = pool[sample_clients(len(pool), schedule.clients_per_round, fed.seed, round)]
-        fed.training_paths.clear()
+        fed.trainer.paths.clear()
         results = train_round(fed, algorithm, clients, round)
         if schedule.evaluates(round) or partial:  # a non-participant keeps its last trained model's score
             score_trained_models(fed, algorithm, clients, results, local_scores)
         if schedule.evaluates(round):
             train_loss = dict(zip(clients.tolist(), (r.loss for r in results)))
-            path = training_path(fed.training_paths)
+            path = training_path(fed.trainer.paths)
             metrics = protocol_records(server_metrics(fed, algorithm), local_scores, schedule)
             records.extend(
                 {"round": round, "client": k, **m, "train_loss": train_loss.get(k, math.nan),

@@ -411,7 +411,7 @@ def build_federation(config: RunConfig, runtime: Runtime | None = None) -> Feder
     device, training locally as it says (:meth:`~gflkit.runtime.Runtime.training_mode`)."""
     runtime = runtime or Runtime()
     fed = _build_federation(config, runtime.data_root, runtime.torch_device())
-    fed.local_training = runtime.training_mode()
+    fed.trainer.mode = runtime.training_mode()
     return fed
 
 

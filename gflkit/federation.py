@@ -9,7 +9,10 @@ A :class:`Federation` holds
 * the model state: ``models``, a ``K × d`` tensor whose row ``k`` is client ``k``'s model, and an
   optional ``global_model`` vector for methods that have one;
 * one working module bound to a flat vector (:class:`~gflkit.state.FlatModule`) through which every
-  row is trained and evaluated.
+  row is trained and evaluated;
+* its local training (``trainer``, a :class:`~gflkit.local_training.LocalTraining`): the batched or
+  sequential path, the optimisers and the optimiser state clients keep — :meth:`Federation.train` and
+  :meth:`Federation.train_clients`, the algorithms' entry points, delegate to it.
 
 Methods read and write ``models`` / ``global_model`` directly: aggregation is linear algebra on rows.
 """
@@ -22,18 +25,15 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from gflkit.batched import FeaturesAndLogits, batching_obstacle, slower_than_sequential, train_batched
+from gflkit.batched import FeaturesAndLogits
 from gflkit.channel import Channel
+from gflkit.local_training import LocalTraining
 from gflkit.models.base import FeatureModel
-from gflkit.seeding import TORCH_GLOBAL, derive_seed, generator, seed_global_rng
 from gflkit.state import FlatModule, Layout
 from gflkit.data.partition import label_counts
 from gflkit.data.subgraphs import ClientGraph
 from gflkit.tasks import GraphTask, Task, add_sums
-from gflkit.training import Batch, LocalResult, LossTerm, TrainConfig, local_sgd, make_optimizer, minibatches
-
-
-LOCAL_TRAINING = ("auto", "batched", "sequential")
+from gflkit.training import Batch, LocalResult, LossTerm, TrainConfig, minibatches
 
 
 # The :type: fields name the classes' full paths for Sphinx: an annotation of a class's __init__ reaches the API
@@ -59,12 +59,9 @@ class Federation:
             (:func:`~gflkit.data.partition.hold_out_clients`); none by default.
 
     Attributes:
-        local_training: how :meth:`train_clients` trains several clients: ``"auto"`` (default: batched,
-            :mod:`gflkit.batched`, wherever it applies, else one after another), ``"batched"`` (an error
-            where it does not apply) or ``"sequential"`` (always one after another, the reference loop).
-        client_chunk: how many clients one batched step holds (None: as many as fit a memory budget).
-        training_paths: the paths local training took since the engine last emptied it
-            (``"batched"`` / ``"sequential"``), for the run's records.
+        trainer: the clients' local training (:class:`~gflkit.local_training.LocalTraining`): its ``mode``
+            (``"auto"`` by default: batched wherever it applies), ``client_chunk``, the ``paths`` it took and
+            the ``optimizer_states`` clients keep between trainings.
         own_client: the one client whose samples this copy holds after :meth:`keep_only` (None: all).
 
     :type model: ~gflkit.models.base.FeatureModel
@@ -134,13 +131,7 @@ class Federation:
         self.global_model: Tensor | None = None
         self.channel = channel
         self.upload_mask: Tensor | None = None  # entries received in the latest upload (None: all)
-        self._optimizers: dict[TrainConfig, torch.optim.Optimizer] = {}
-        # per (client, stream): the optimiser state a client keeps between its local trainings
-        # (``optimizer_state="persistent"``), one dict of state tensors per model parameter
-        self.optimizer_states: dict[tuple[int, int], list[dict[str, Tensor]]] = {}
-        self.local_training = "auto"
-        self.client_chunk: int | None = None
-        self.training_paths: set[str] = set()
+        self.trainer = LocalTraining(self)
         self._reference_forward = FeaturesAndLogits(self._reference.module)
 
     @property
@@ -227,37 +218,7 @@ class Federation:
         only (FED-PUB's sparse masks, which a method applies to the working module itself); their
         optimiser state is never kept. ``context`` is the loss term's ``step.context``.
         """
-        self.training_paths.add("sequential")
-        self.flat.load(start)
-        seed_global_rng(derive_seed(self.seed, round, client, stream, TORCH_GLOBAL), self.device)
-        config = config or self.train_config
-        order = generator(self.seed, round, client, stream)
-        optimizer = self._optimizer(config)
-        persistent = config.optimizer_state == "persistent"
-        if persistent:
-            self._restore_optimizer_state(optimizer, (client, stream))
-        if extra_parameters:
-            optimizer.add_param_group({"params": list(extra_parameters)})
-        try:
-            loss = local_sgd(
-                self.flat,
-                self.task.loss,
-                lambda: self.batches(client, "train", order, config.batch_size),
-                config,
-                loss_term,
-                client,
-                round,
-                optimizer,
-                context,
-            )
-        finally:
-            if extra_parameters:
-                del optimizer.param_groups[1:]
-                for tensor in extra_parameters:
-                    optimizer.state.pop(tensor, None)
-        if persistent:
-            self.optimizer_states[(client, stream)] = [dict(optimizer.state[p]) for p in self.flat.parameters]
-        return LocalResult(self.flat.vector.detach().clone(), loss)
+        return self.trainer.train(client, round, start, loss_term, stream, config, extra_parameters, context)
 
     def train_clients(
         self,
@@ -273,33 +234,13 @@ class Federation:
         """Local training of several clients, client ``clients[i]`` from the row ``starts[i]``.
 
         Batched (:func:`~gflkit.batched.train_batched`, the same numbers to floating-point tolerance)
-        when :attr:`local_training` allows it and nothing stands in the way (:func:`~gflkit.batched.
+        when the trainer's ``mode`` allows it and nothing stands in the way (:func:`~gflkit.batched.
         batching_obstacle`; ``batchable=False``: the caller's loss term is not written for it; under
-        ``"auto"`` also where batching is slower, :func:`~gflkit.batched.slower_than_sequential`); otherwise :meth:`train` for one client after the other.
+        ``"auto"`` also where batching is slower, :func:`~gflkit.batched.slower_than_sequential`); otherwise
+        :meth:`train` for one client after the other.
         ``contexts[i]`` is client ``clients[i]``'s loss-term context (``step.context``).
         """
-        clients = [int(k) for k in clients]
-        config = config or self.train_config
-        contexts = list(contexts) if contexts is not None else [{} for _ in clients]
-        if self.local_training not in LOCAL_TRAINING:
-            raise ValueError(f"unknown local_training {self.local_training!r}; choose one of {list(LOCAL_TRAINING)}")
-        obstacle = batching_obstacle(self, config, contexts) if batchable else "the method's local step is not batched"
-        if obstacle is None and self.local_training == "auto":
-            obstacle = slower_than_sequential(self, clients)
-        if self.local_training == "batched" and obstacle is not None:
-            raise ValueError(f"local_training='batched' cannot apply: {obstacle}; use 'auto' to fall back to "
-                             "sequential training where batching does not apply")
-        if obstacle is not None or self.local_training == "sequential":
-            return [self.train(k, round, start, loss_term, stream, config, context=context)
-                    for k, start, context in zip(clients, starts, contexts)]
-        self.training_paths.add("batched")
-        return train_batched(self, clients, round, starts, loss_term, contexts, stream, config, self.client_chunk)
-
-    def _restore_optimizer_state(self, optimizer: torch.optim.Optimizer, owner: tuple[int, int]) -> None:
-        """Load the state ``owner`` = (client, stream) kept after its previous training (copies: a
-        training that fails half-way leaves the kept state untouched)."""
-        for parameter, state in zip(self.flat.parameters, self.optimizer_states.get(owner, ())):
-            optimizer.state[parameter] = {name: value.clone() for name, value in state.items()}
+        return self.trainer.train_clients(clients, round, starts, loss_term, contexts, stream, config, batchable)
 
     @torch.no_grad()
     def representations(self, model: Tensor, x: object) -> Tensor:
@@ -321,14 +262,6 @@ class Federation:
         reference_scale = float(self.initial.abs().mean())
         received, self.upload_mask = self.channel.transmit(vectors, clients, round, self.seed, reference_scale)
         return received
-
-    def _optimizer(self, config: TrainConfig) -> torch.optim.Optimizer:
-        """The working module's optimiser for ``config``, built once and emptied before each use."""
-        if config not in self._optimizers:
-            self._optimizers[config] = make_optimizer(self.flat.parameters, config)
-        optimizer = self._optimizers[config]
-        optimizer.state.clear()
-        return optimizer
 
     @torch.no_grad()
     def evaluate(self, models: Tensor, split: str = "test") -> list[dict[str, float]]:

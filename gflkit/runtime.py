@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from gflkit.federation import LOCAL_TRAINING
+from gflkit.local_training import LOCAL_TRAINING
 from gflkit.results import ResultStore
 from gflkit.threads import limit_threads
 
@@ -43,8 +43,8 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
 
 
 def resolve_local_training(local_training: str | None = None) -> str:
-    """How local training runs (:attr:`~gflkit.federation.Federation.local_training`): ``local_training``,
-    else ``$GFLKIT_LOCAL_TRAINING``, else ``"auto"`` (batched wherever it applies). Like the device, it
+    """How local training runs (the ``mode`` of :class:`~gflkit.local_training.LocalTraining`):
+    ``local_training``, else ``$GFLKIT_LOCAL_TRAINING``, else ``"auto"`` (batched wherever it applies). Like the device, it
     changes numbers only at floating-point level, so it is not part of a run's configuration."""
     mode = local_training or os.environ.get(ENV_LOCAL_TRAINING, "").strip() or "auto"
     if mode not in LOCAL_TRAINING:

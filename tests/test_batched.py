@@ -31,7 +31,7 @@ def digits_federation(method: str, model: str, mode: str, **overrides):
                        model=model, partition="dirichlet", partition_options={"alpha": 0.5}, batch_size=16,
                        lr=0.05, momentum=0.5, weight_decay=1e-3, local_epochs=2, **overrides)
     fed = build_federation(config, Runtime(data_root=None, device="cpu"))
-    fed.local_training = mode
+    fed.trainer.mode = mode
     algorithm = build_algorithm(method, **config.method_options)
     algorithm.setup(fed)
     return fed, algorithm
@@ -47,10 +47,10 @@ def after_round(method: str, model: str, mode: str, round: int):
     fed, algorithm = digits_federation(method, model, "sequential")
     for earlier in range(1, round):
         train_round(fed, algorithm, torch.arange(fed.num_clients), earlier)
-    fed.local_training = mode
-    fed.training_paths.clear()
+    fed.trainer.mode = mode
+    fed.trainer.paths.clear()
     results = train_round(fed, algorithm, torch.arange(fed.num_clients), round)
-    assert fed.training_paths == {mode}
+    assert fed.trainer.paths == {mode}
     return fed, torch.stack([r.vector for r in results]), torch.tensor([r.loss for r in results])
 
 
@@ -97,7 +97,7 @@ def test_the_schedule_is_the_sequential_loops_batches_and_unequal_clients_stop_e
 def test_chunks_of_clients_give_the_same_models():
     whole, algorithm = digits_federation("fedprox", "mclr", "batched")
     chunked, _ = digits_federation("fedprox", "mclr", "batched")
-    chunked.client_chunk = 2
+    chunked.trainer.client_chunk = 2
     starts = whole.initial.expand(6, -1)
     contexts = [algorithm.local_context(whole, k) for k in range(6)]
     term = algorithm.loss_term(whole)
@@ -111,7 +111,7 @@ def test_chunks_of_clients_give_the_same_models():
 def test_runs_are_deterministic_and_resume_exactly_on_both_paths(tmp_path, mode):
     def make_fed():
         fed = make_federation(num_clients=4)
-        fed.local_training = mode
+        fed.trainer.mode = mode
         return fed
 
     run = run_full_and_resumed(make_fed, lambda: build_algorithm("fedprox", mu=0.1), tmp_path / "checkpoint.pt")
@@ -126,7 +126,7 @@ def test_records_say_which_path_ran():
     records = {}
     for mode in ("sequential", "batched"):
         fed = make_federation(num_clients=4)
-        fed.local_training = mode
+        fed.trainer.mode = mode
         records[mode] = run_rounds(fed, build_algorithm("fedavg"), Schedule(2), progress=False)
         assert (records[mode]["local_training"] == mode).all()
     assert torch.allclose(torch.tensor(records["sequential"]["loss"].values),
@@ -141,7 +141,7 @@ def test_a_method_with_its_own_client_step_trains_sequentially_and_says_so():
 
 def test_moon_with_clients_of_different_histories_falls_back_for_that_round():
     fed = make_federation(num_clients=4)
-    fed.local_training = "auto"
+    fed.trainer.mode = "auto"
     records = run_rounds(fed, build_algorithm("moon"), Schedule(3, clients_per_round=2), progress=False)
     paths = records.groupby("round")["local_training"].first().tolist()
     assert paths[0] == "batched", "round 1: no client has a history, the contexts stack"
@@ -177,10 +177,10 @@ def test_a_model_with_batchnorm_falls_back_to_the_sequential_loop():
     fed = Federation(reference.x, reference.y, reference.train_indices, reference.test_indices, NormalisedNet(),
                      ClassificationTask(), TrainConfig(batch_size=8, lr=0.1))
     assert "has buffers" in batching_obstacle(fed, fed.train_config, [{}] * 4)
-    fed.local_training = "batched"
+    fed.trainer.mode = "batched"
     with pytest.raises(ValueError, match="local_training='batched' cannot apply: .*has buffers"):
         fed.train_clients([0, 1], 1, fed.initial.expand(2, -1))
-    fed.local_training = "auto"
+    fed.trainer.mode = "auto"
     records = run_rounds(fed, build_algorithm("fedavg"), Schedule(1), progress=False)
     assert (records["local_training"] == "sequential").all()
 
@@ -188,14 +188,14 @@ def test_a_model_with_batchnorm_falls_back_to_the_sequential_loop():
 def test_auto_keeps_convolutions_sequential_on_a_cpu_but_batched_can_be_asked_for():
     fed, algorithm = digits_federation("fedavg", "simple_cnn", "auto")
     assert "grouped convolutions" in slower_than_sequential(fed, [0, 1])
-    fed.training_paths.clear()
+    fed.trainer.paths.clear()
     train_round(fed, algorithm, torch.arange(fed.num_clients), 1)
-    assert fed.training_paths == {"sequential"}
+    assert fed.trainer.paths == {"sequential"}
 
 
 def test_an_unknown_local_training_mode_is_refused():
     fed = make_federation(num_clients=2)
-    fed.local_training = "vectorised"
+    fed.trainer.mode = "vectorised"
     with pytest.raises(ValueError, match="unknown local_training 'vectorised'; choose one of"):
         fed.train_clients([0, 1], 1, fed.initial.expand(2, -1))
 

@@ -58,13 +58,13 @@ def test_adam_state_is_kept_per_client_only_when_persistent(state):
     fed = adam_federation(state)
     first, second = (fed.train(1, round, fed.initial).vector for round in (1, 2))  # same start, deterministic loss
     if state == "fresh":
-        assert torch.equal(first, second) and fed.optimizer_states == {}
+        assert torch.equal(first, second) and fed.trainer.optimizer_states == {}
     else:
         assert not torch.equal(first, second), "the second training continues Adam's moments"
-        assert set(fed.optimizer_states) == {(1, 0)}
-        assert [int(s["step"]) for s in fed.optimizer_states[(1, 0)]] == [4] * len(fed.flat.parameters)
+        assert set(fed.trainer.optimizer_states) == {(1, 0)}
+        assert [int(s["step"]) for s in fed.trainer.optimizer_states[(1, 0)]] == [4] * len(fed.flat.parameters)
         fed.train(0, 2, fed.initial)
-        assert int(fed.optimizer_states[(0, 0)][0]["step"]) == 2, "each client has its own state"
+        assert int(fed.trainer.optimizer_states[(0, 0)][0]["step"]) == 2, "each client has its own state"
 
 
 def test_persistent_adam_state_survives_a_checkpoint(tmp_path):

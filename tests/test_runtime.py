@@ -34,7 +34,7 @@ def test_replace_validates_again_and_keeps_the_rest(tmp_path):
 def test_local_training_comes_from_the_runtime_else_the_environment(monkeypatch):
     monkeypatch.setenv("GFLKIT_LOCAL_TRAINING", "sequential")
     assert Runtime().training_mode() == "sequential" and Runtime(local_training="batched").training_mode() == "batched"
-    assert build_federation(TINY, Runtime(device="cpu")).local_training == "sequential"
+    assert build_federation(TINY, Runtime(device="cpu")).trainer.mode == "sequential"
     monkeypatch.setenv("GFLKIT_LOCAL_TRAINING", "bogus")
     with pytest.raises(ValueError, match=r"unknown local training 'bogus' \(argument or \$GFLKIT_LOCAL_TRAINING\)"):
         resolve_local_training()

@@ -171,10 +171,10 @@ def test_batched_training_follows_the_schedule_and_nesterov_of_the_sequential_lo
     results = {}
     for mode in ("sequential", "batched"):
         fed = unequal_federation(**config)
-        fed.local_training = mode
+        fed.trainer.mode = mode
         starts = fed.initial.expand(3, -1).clone()
         results[mode] = fed.train_clients([0, 1, 2], 1, starts)
-        assert fed.training_paths == {mode}
+        assert fed.trainer.paths == {mode}
     sequential = torch.stack([r.vector for r in results["sequential"]])
     batched = torch.stack([r.vector for r in results["batched"]])
     assert float((sequential - batched).abs().max() / sequential.abs().max()) <= 1e-5
@@ -187,15 +187,15 @@ def test_a_persistent_optimiser_keeps_its_momentum_but_restarts_the_schedule():
     fed = make_federation()
     config = TrainConfig(epochs=2, batch_size=8, momentum=0.9, nesterov=True, optimizer_state="persistent",
                          lr_schedule=((0, 0), (1, 0.2), (2, 0.05)))
-    optimizer = fed._optimizer(config)
+    optimizer = fed.trainer.optimizer(config)
     rates = []
     optimizer.register_step_pre_hook(lambda opt, args, kwargs: rates.append(opt.param_groups[0]["lr"]))
     first = fed.train(0, 1, fed.initial, config=config).vector
-    kept = [state["momentum_buffer"].clone() for state in fed.optimizer_states[(0, 0)]]
+    kept = [state["momentum_buffer"].clone() for state in fed.trainer.optimizer_states[(0, 0)]]
     fed.train(0, 2, first, config=config)
     assert len(rates) == 2 * 2 * 4 and rates[:8] == rates[8:], "30 samples: 4 batches per epoch, restarted"
     assert rates[:8] == [scheduled_lr(config.lr_schedule, (i + 1) / 4) for i in range(8)]
-    assert not torch.equal(kept[0], fed.optimizer_states[(0, 0)][0]["momentum_buffer"])
+    assert not torch.equal(kept[0], fed.trainer.optimizer_states[(0, 0)][0]["momentum_buffer"])
     assert torch.isfinite(fed.train(1, 1, fed.initial, config=config).vector).all()
 
 

@@ -100,14 +100,14 @@ def _load(replica: Replica, client: int, slots, tensors: dict[str, Tensor], stat
             per_parameter = streams.setdefault(int(stream), [{} for _ in fed.flat.parameters])
             per_parameter[int(index)][name] = value.to(fed.device)
     for stream, per_parameter in streams.items():
-        fed.optimizer_states[(client, stream)] = per_parameter
+        fed.trainer.optimizer_states[(client, stream)] = per_parameter
 
 
 def _save(replica: Replica, client: int, trained: Tensor) -> dict[str, Tensor]:
     """What client ``client`` keeps after its step: kept slots, its optimiser states, its trained model."""
     fed, algorithm = replica.fed, replica.algorithm
     state = {slot.key: slot.get(fed, algorithm, client) for slot in replica.split.kept}
-    for (owner, stream), per_parameter in fed.optimizer_states.items():
+    for (owner, stream), per_parameter in fed.trainer.optimizer_states.items():
         if owner == client:
             for index, entries in enumerate(per_parameter):
                 for name, value in entries.items():

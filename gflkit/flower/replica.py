@@ -72,9 +72,9 @@ class Replica:
         fed = self.fed
         fed.models = self._models.clone()
         fed.global_model = None if self._global is None else self._global.clone()
-        fed.optimizer_states = {}
+        fed.trainer.optimizer_states = {}
         fed.upload_mask = None
-        fed.training_paths.clear()
+        fed.trainer.paths.clear()
         self.algorithm = copy.deepcopy(self._algorithm)
 
 

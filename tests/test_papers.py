@@ -192,6 +192,23 @@ def test_jgesr_claims_from_committed_per_client_csvs_equal_the_notebooks(tmp_pat
     assert notebook["evidence"].iloc[2] == "largest drop 2.00 points over missing rates [0.0, 0.1]"
 
 
+def test_jgesr_claims_on_an_incomplete_later_seed_read_the_seeds_each_comparison_shares():
+    from gflkit.papers import jgesr
+
+    rng = np.random.default_rng(2)
+    complete = [(method, s, 0) for method in jgesr.PAPER_METHODS for s in (0.1, 0.2)]
+    later = [("pdca", 0.1, 1), ("two_step", 0.1, 1), ("pdca", 0.2, 1)]  # a background grid still running
+    records = pd.DataFrame([{"method": method, "seed": seed, "s": s, "client": client, "round": 30,
+                             "accuracy": float(rng.uniform(70, 100)), "num_samples": 30}
+                            for method, s, seed in complete + later for client in range(6)])
+    verdicts = claims_table(jgesr.claims(records, list(jgesr.PAPER_METHODS), "paper1"))
+    best, two_step = verdicts.iloc[0], verdicts.iloc[1]
+    assert best["evidence"].endswith("(1 seed(s))") and "of one seed" in best["noise model"]
+    assert two_step["evidence"].endswith("(s=0.1: 2 seed(s), s=0.2: 1 seed(s))")
+    seed_model = jgesr.claims(records[records["s"] == 0.1], list(jgesr.PAPER_METHODS), "paper1")[1]
+    assert claims_table([seed_model])["noise model"].item() == "Student t over 2 seeds of the client mean"
+
+
 def test_jgesr_objective_check_tolerates_rounding_only():
     from gflkit.papers import jgesr
 

@@ -129,7 +129,7 @@ def main() -> None:
                        partition_options={"shards_per_client": args.shards}, batch_size=32, lr=0.01,
                        rounds=rounds, eval_every=rounds)  # evaluated once, after the timed rounds
     fed = build_federation(config, Runtime(data_root=args.data_root, device=args.device, local_training="sequential"))
-    samples = sum(len(i) for i in fed.train_indices)
+    samples = sum(len(i) for i in fed.data.train_indices)
     print(f"{args.dataset}, {fed.num_clients} clients, {samples} training samples, {args.method}, MCLR (d={fed.dim}), "
           f"batch 32, device {fed.device}, {torch.get_num_threads()} threads, {args.repeats} timed rounds")
     a = engine_rounds(config, args, "sequential")

@@ -29,11 +29,11 @@ from gflkit.runtime import Runtime
 
 def centralised_epoch(fed, repeat: int) -> float:
     """Seconds for one SGD epoch over all clients' training samples pooled."""
-    train = torch.cat(fed.train_indices)
+    train = torch.cat(fed.data.train_indices)
     fed.flat.load(fed.initial)
     start = time.perf_counter()
     order = generator(0, repeat)
-    local_sgd(fed.flat, fed.task.loss, lambda: minibatches(fed.x, fed.y, train, fed.train_config.batch_size, order),
+    local_sgd(fed.flat, fed.task.loss, lambda: minibatches(fed.data.x, fed.data.y, train, fed.train_config.batch_size, order),
               fed.train_config)
     return time.perf_counter() - start
 
@@ -56,7 +56,7 @@ def main() -> None:
     config = RunConfig(dataset="mnist", num_clients=args.clients, partition_options={"shards_per_client": args.shards},
                        batch_size=32, lr=0.01)
     fed = build_federation(config, Runtime(data_root=args.data_root, device=args.device, local_training=args.local_training))
-    samples = sum(len(i) for i in fed.train_indices)
+    samples = sum(len(i) for i in fed.data.train_indices)
     print(f"MNIST, {fed.num_clients} clients, {samples} training samples, MCLR (d={fed.dim}), batch 32, "
           f"device {fed.device}, {torch.get_num_threads()} threads")
     centralised_epoch(fed, 0), federated_round(fed, 0)  # warm-up

@@ -72,7 +72,7 @@ def main() -> None:
         config = RunConfig(dataset="mnist", num_clients=args.clients, model=model,
                            partition_options={"shards_per_client": args.shards}, batch_size=32, lr=0.01)
         fed = build_federation(config, Runtime(data_root=args.data_root, device=args.device))
-        samples = sum(len(i) for i in fed.train_indices)
+        samples = sum(len(i) for i in fed.data.train_indices)
         print(f"{model}: MNIST, {fed.num_clients} clients, {samples} training samples, d={fed.dim}, batch 32, "
               f"device {fed.device}, {torch.get_num_threads()} threads")
         sequential, batched = compare(fed, args.repeats)

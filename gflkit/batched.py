@@ -80,7 +80,7 @@ def batching_obstacle(fed: Federation, config: TrainConfig, contexts: Sequence[d
     """Why ``fed``'s clients cannot train batched under ``config`` with these per-client ``contexts``;
     ``None`` when they can."""
     module = fed.flat.module
-    if not fed.batchable_data:
+    if not fed.data.batchable:
         return f"{type(fed).__name__} clients train one graph at a time"
     if any(entry.is_buffer for entry in fed.layout.entries):
         return f"{type(module).__name__} has buffers (e.g. BatchNorm statistics)"
@@ -130,7 +130,7 @@ def auto_client_chunk(fed: Federation, batch_size: int) -> int:
              for m in fed.flat.module.modules() if not list(m.children())]
     try:
         with torch.no_grad():
-            fed.flat.module(fed.x[:1])
+            fed.flat.module(fed.data.x[:1])
     finally:
         for hook in hooks:
             hook.remove()
@@ -146,7 +146,7 @@ def batch_schedule(fed: Federation, clients: Sequence[int], round: int, stream: 
     """Every client's batches over its local epochs, padded into tensors.
 
     Returns ``positions`` (``n × S × B``: the batch's samples' positions in the client's training
-    split), ``samples`` (the same as indices into the pooled ``fed.x``) and ``sizes`` (``n × S``: the
+    split), ``samples`` (the same as indices into the pooled ``fed.data.x``) and ``sizes`` (``n × S``: the
     true size of each batch, 0 where a client has no ``s``-th batch), with ``S`` the most batches any
     client has and ``B`` the batch size. The order is exactly the sequential loop's
     (:func:`~gflkit.training.batch_positions` on the client's own stream, epoch after epoch).
@@ -155,7 +155,7 @@ def batch_schedule(fed: Federation, clients: Sequence[int], round: int, stream: 
     per_client = []
     for client in clients:
         order = generator(fed.seed, round, client, stream)
-        epochs = [torch.cat(batch_positions(len(fed.train_indices[client]), width, order, fed.device) or
+        epochs = [torch.cat(batch_positions(len(fed.data.train_indices[client]), width, order, fed.device) or
                             [torch.zeros(0, dtype=torch.long, device=fed.device)])
                   for _ in range(config.epochs)]
         per_client.append(epochs)
@@ -171,7 +171,7 @@ def batch_schedule(fed: Federation, clients: Sequence[int], round: int, stream: 
             if len(epoch) % width:
                 sizes[row, offset + batches - 1] = len(epoch) % width
             offset += batches
-    samples = torch.stack([fed.train_indices[client][row] if len(fed.train_indices[client]) else row
+    samples = torch.stack([fed.data.train_indices[client][row] if len(fed.data.train_indices[client]) else row
                            for client, row in zip(clients, positions)])
     return positions.view(len(clients), steps, width), samples.view(len(clients), steps, width), sizes
 
@@ -188,7 +188,7 @@ def step_rates(fed: Federation, clients: Sequence[int], config: TrainConfig, ste
     ``None`` without a schedule (every step uses ``lr``)."""
     if config.lr_schedule is None:
         return None
-    per_epoch = [-(-len(fed.train_indices[client]) // config.batch_size) for client in clients]
+    per_epoch = [-(-len(fed.data.train_indices[client]) // config.batch_size) for client in clients]
     by_length = {n: [config.step_lr(step, n) if n else 0.0 for step in range(steps)] for n in set(per_epoch)}
     return torch.tensor([by_length[n] for n in per_epoch], dtype=dtype).reshape(len(clients), steps).to(fed.device)
 
@@ -247,7 +247,7 @@ def train_batched(
                 whole = len(part) == len(clients)
                 batch = samples[part, step, :size]
                 gradients, task_losses = gradients_of(
-                    tuple(p if whole else p[part] for p in params), fed.x[batch], fed.y[batch],
+                    tuple(p if whole else p[part] for p in params), fed.data.x[batch], fed.data.y[batch],
                     positions[part, step, :size], {name: value[part] for name, value in stacked.items()})
                 for i, (param, gradient) in enumerate(zip(params, gradients)):
                     rate = None if rates is None else rates[part, step].view(-1, *[1] * (gradient.dim() - 1))

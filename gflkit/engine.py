@@ -7,7 +7,7 @@ One round ``t`` (1-based) of :func:`run_rounds`:
 2. for each ``k`` in ``S_t``: ``algorithm.client_update`` (configure → shared local SGD loop);
 3. ``algorithm.aggregate(S_t, updates)`` — linear algebra on the ``K × d`` state;
 4. every ``eval_every`` rounds (and at the last one): evaluate each client's model on its own test
-   split (and validation split, where the federation has one: ``Federation.EVALUATION_SPLITS``) under
+   split (and validation split, where the federation has one: ``ClientData.evaluation_splits``) under
    both evaluation protocols and append one record per client;
 5. every ``checkpoint_every`` rounds: write the complete state atomically.
 
@@ -232,13 +232,13 @@ def score_trained_models(fed: Federation, algorithm: Algorithm, clients: Tensor,
     for client, result in zip(clients.tolist(), results):
         model = algorithm.trained_model(fed, client, result)
         scores[client] = merge_splits({split: fed.client_metrics(client, model, split)
-                                       for split in fed.EVALUATION_SPLITS})
+                                       for split in fed.data.evaluation_splits})
 
 
 def server_metrics(fed: Federation, algorithm: Algorithm) -> list[dict[str, float]]:
     """The ``"server"`` protocol: every client's metrics with the model the server holds for it."""
     models = algorithm.evaluation_models(fed)
-    by_split = {split: fed.evaluate(models, split) for split in fed.EVALUATION_SPLITS}
+    by_split = {split: fed.evaluate(models, split) for split in fed.data.evaluation_splits}
     return [merge_splits({split: by_split[split][client] for split in by_split}) for client in range(fed.num_clients)]
 
 

@@ -1,15 +1,15 @@
-"""The clients' data and the stacked model state.
+"""A federation: its clients' data, the stacked model state, local training and evaluation.
 
-A :class:`Federation` holds
+A :class:`Federation` composes
 
-* the clients' data, which it hands out as ``(input, targets)`` batches (:meth:`Federation.batches`):
-  for sample clients, the pooled samples ``x``, ``y`` on one device and, per client, index tensors of
-  its train and test samples (no per-client copies of the data); for subgraph clients
-  (:class:`GraphFederation`), each client's graph, one full batch per pass;
+* the clients' data (``data``, a :class:`~gflkit.client_data.ClientData`: sample clients over pooled
+  tensors, subgraph clients in :class:`GraphFederation`, or only the clients' counts in the server's
+  :class:`ServerFederation`), which it hands out as ``(input, targets)`` batches (:meth:`Federation.batches`);
 * the model state: ``models``, a ``K × d`` tensor whose row ``k`` is client ``k``'s model, and an
-  optional ``global_model`` vector for methods that have one;
+  optional ``global_model`` vector for methods that have one, with the uplink they travel through
+  (:meth:`Federation.upload`);
 * one working module bound to a flat vector (:class:`~gflkit.state.FlatModule`) through which every
-  row is trained and evaluated;
+  row is trained and evaluated (:meth:`Federation.evaluate`);
 * its local training (``trainer``, a :class:`~gflkit.local_training.LocalTraining`): the batched or
   sequential path, the optimisers and the optimiser state clients keep — :meth:`Federation.train` and
   :meth:`Federation.train_clients`, the algorithms' entry points, delegate to it.
@@ -19,21 +19,20 @@ Methods read and write ``models`` / ``global_model`` directly: aggregation is li
 from __future__ import annotations
 
 import copy
-from typing import ClassVar, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
 
 from gflkit.batched import FeaturesAndLogits
 from gflkit.channel import Channel
+from gflkit.client_data import ClientData, GraphClients, NoClientData, SampleClients
 from gflkit.local_training import LocalTraining
 from gflkit.models.base import FeatureModel
 from gflkit.state import FlatModule, Layout
-from gflkit.data.partition import label_counts
 from gflkit.data.subgraphs import ClientGraph
 from gflkit.tasks import GraphTask, Task, add_sums
-from gflkit.training import Batch, LocalResult, LossTerm, TrainConfig, minibatches
+from gflkit.training import Batch, LocalResult, LossTerm, TrainConfig
 
 
 # The :type: fields name the classes' full paths for Sphinx: an annotation of a class's __init__ reaches the API
@@ -59,18 +58,14 @@ class Federation:
             (:func:`~gflkit.data.partition.hold_out_clients`); none by default.
 
     Attributes:
+        data: the clients' data (:class:`~gflkit.client_data.SampleClients` here): ``x``, ``y``, the clients'
+            ``train_indices`` / ``test_indices``.
         trainer: the clients' local training (:class:`~gflkit.local_training.LocalTraining`): its ``mode``
             (``"auto"`` by default: batched wherever it applies), ``client_chunk``, the ``paths`` it took and
             the ``optimizer_states`` clients keep between trainings.
-        own_client: the one client whose samples this copy holds after :meth:`keep_only` (None: all).
 
     :type model: ~gflkit.models.base.FeatureModel
     """
-
-    #: the splits every evaluation scores — the test split, then held-out splits recorded as ``<split>_<metric>``
-    EVALUATION_SPLITS: tuple[str, ...] = ("test",)
-    #: whether clients' batches can be stacked for batched local training (:mod:`gflkit.batched`)
-    batchable_data: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -88,16 +83,8 @@ class Federation:
         channel: Channel = Channel(),
         held_out: Tensor | None = None,
     ):
-        if len(train_indices) != len(test_indices):
-            raise ValueError(
-                f"got {len(train_indices)} train and {len(test_indices)} test index sets: one of each per client"
-            )
-        self.device = torch.device(device)
-        self.x, self.y = x.to(self.device), y.to(self.device)
-        self.train_indices = [idx.to(self.device) for idx in train_indices]
-        self.test_indices = [idx.to(self.device) for idx in test_indices]
-        self._setup(len(train_indices), model, task, train_config, seed, eval_batch_size, channel,
-                    num_train=[len(i) for i in train_indices], num_test=[len(i) for i in test_indices])
+        data = SampleClients(x, y, train_indices, test_indices, device, eval_batch_size)
+        self._setup(data, model, task, train_config, seed, device, channel)
         if client_graph is not None and tuple(client_graph.shape) != (self.num_clients,) * 2:
             raise ValueError(f"client_graph must be {self.num_clients} × {self.num_clients} (one row per "
                              f"client), got shape {tuple(client_graph.shape)}")
@@ -110,24 +97,22 @@ class Federation:
                 raise ValueError("every client is held out: at least one client must train")
             self.held_out = held_out.cpu()
 
-    def _setup(self, num_clients: int, model: FeatureModel, task: Task, train_config: TrainConfig, seed: int,
-               eval_batch_size: int, channel: Channel, num_train: Sequence[int], num_test: Sequence[int]) -> None:
-        """The state every federation shares: sample counts, working module, ``K × d`` models, channel."""
-        if num_clients == 0:
-            raise ValueError("a federation needs at least one client")
-        self.num_train = torch.tensor(num_train, dtype=torch.float32, device=self.device)
-        self.num_test = torch.tensor(num_test, dtype=torch.float32, device=self.device)
+    def _setup(self, data: ClientData, model: FeatureModel, task: Task | None, train_config: TrainConfig,
+               seed: int, device: torch.device | str, channel: Channel) -> None:
+        """The parts every federation shares: its data, counts, working module, ``K × d`` models, channel."""
+        self.data = data
+        self.device = torch.device(device)
+        self.num_train = torch.tensor(data.num_train, dtype=torch.float32, device=self.device)
+        self.num_test = torch.tensor(data.num_test, dtype=torch.float32, device=self.device)
         self.task = task
         self.train_config = train_config
         self.seed = seed
-        self.eval_batch_size = eval_batch_size
         self.client_graph: Tensor | None = None
-        self.held_out = torch.zeros(num_clients, dtype=torch.bool)
-        self.own_client: int | None = None  # set by keep_only
+        self.held_out = torch.zeros(data.num_clients, dtype=torch.bool)
         self.flat = FlatModule(model.to(self.device))
         self._reference = FlatModule(copy.deepcopy(self.flat.module))  # second working module (representations)
         self.initial = self.flat.vector.detach().clone()
-        self.models = self.initial.repeat(num_clients, 1)
+        self.models = self.initial.repeat(data.num_clients, 1)
         self.global_model: Tensor | None = None
         self.channel = channel
         self.upload_mask: Tensor | None = None  # entries received in the latest upload (None: all)
@@ -156,48 +141,29 @@ class Federation:
 
     def holds_data(self, client: int) -> bool:
         """Whether this copy of the federation holds ``client``'s samples (all of them, unless
-        :meth:`keep_only` dropped the others, as a node of a deployment does)."""
-        return self.own_client in (None, client)
+        :meth:`keep_only` dropped the others, as a node of a deployment does; never on a server)."""
+        return self.data.holds(client)
 
     def keep_only(self, client: int) -> None:
-        """Drop every other client's samples: what the node of ``client`` holds in a deployment.
-
-        Everything but the data is unchanged (the ``K × d`` state, counts, held-out mask); the other
-        clients' splits become empty, so nothing of theirs can reach ``client``'s step.
-        """
-        own = torch.cat([self.train_indices[client], self.test_indices[client]])
-        num_train = len(self.train_indices[client])
-        self.x, self.y = self.x[own], self.y[own]
-        positions = torch.arange(len(own), device=self.device)
-        empty = positions[:0]
-        self.train_indices = [positions[:num_train] if k == client else empty for k in range(self.num_clients)]
-        self.test_indices = [positions[num_train:] if k == client else empty for k in range(self.num_clients)]
-        self.own_client = client
+        """Drop every other client's samples (:meth:`~gflkit.client_data.SampleClients.keep_only`): what the
+        node of ``client`` holds in a deployment. Everything but the data is unchanged (the ``K × d`` state,
+        counts, held-out mask)."""
+        self.data.keep_only(client)
 
     def train_label_counts(self) -> Tensor:
         """The ``K × C`` label counts of the clients' train splits (a label-sharing graph's side information)."""
-        return label_counts(self.y, self.train_indices, int(self.y.max()) + 1)
+        return self.data.train_label_counts()
 
-    def _indices(self, client: int, split: str) -> Tensor:
-        splits = {"train": self.train_indices, "test": self.test_indices}
-        if split not in splits:
-            raise ValueError(f"unknown split {split!r}; sample clients have the splits {list(splits)}")
-        return splits[split][client]
-
-    def client_data(self, client: int, split: str = "train") -> tuple[Tensor, Tensor]:
-        """The samples and labels of one client's ``"train"`` or ``"test"`` split."""
-        indices = self._indices(client, split)
-        return self.x[indices], self.y[indices]
+    def client_data(self, client: int, split: str = "train") -> tuple[object, Tensor]:
+        """The model input and targets of one client's ``split`` (samples and labels; a subgraph and its
+        targets)."""
+        return self.data.client_data(client, split)
 
     def batches(self, client: int, split: str, generator: torch.Generator | None = None,
                 batch_size: int | None = None) -> Iterator[Batch]:
-        """One pass over a client's ``split`` as ``(input, targets)`` batches.
-
-        With a ``generator``: shuffled minibatches of ``batch_size`` (a training epoch); without: the
-        split in order, in batches of ``eval_batch_size`` (evaluation).
-        """
-        return minibatches(self.x, self.y, self._indices(client, split), batch_size or self.eval_batch_size,
-                           generator)
+        """One pass over a client's ``split`` as ``(input, targets)`` batches: with a ``generator``, shuffled
+        minibatches of ``batch_size`` (a training epoch); without, the split in order (evaluation)."""
+        return self.data.batches(client, split, generator, batch_size)
 
     def train(
         self,
@@ -300,19 +266,10 @@ class Federation:
 class GraphFederation(Federation):
     """K subgraph clients (:class:`~gflkit.data.subgraphs.ClientGraph`) with their models as a ``K × d`` matrix.
 
-    Everything but the data is :class:`Federation`'s: the same state, training, upload and evaluation.
-    A client's data is its subgraph on ``device``, with the message-passing graph and the targets of each
-    split given by a graph task (:class:`~gflkit.tasks.LinkPredictionTask`: training edges and labelled
-    held-out pairs; :class:`~gflkit.tasks.NodeClassificationTask`: the subgraph and masked labels).
-    A pass over a split is **one full batch**, so a local epoch is one optimiser step on the client's
-    subgraph (the "local iterations" of subgraph-FL papers) and ``batch_size`` is ignored. Training
-    targets are redrawn per step by :meth:`~gflkit.tasks.LinkPredictionTask.training_targets` (fresh
-    negative pairs) from the step's seeded stream.
-
-    ``num_train`` counts a client's nodes :math:`|V_k|` (FedAvg's weights, FedVGAE's Eq. 2);
-    ``num_test`` its test targets (test nodes or labelled test pairs). ``num_nodes`` lists the
-    :math:`|V_k|` as ints: a method may enlarge a client's input graph (:meth:`replace_graph`, FedSage+'s
-    generated neighbours), whose first ``num_nodes[k]`` nodes stay the client's own.
+    Everything but the data is :class:`Federation`'s: the same state, training, upload and evaluation. The
+    data is a :class:`~gflkit.client_data.GraphClients` (``data.graphs``, ``data.targets``, ``data.num_nodes``,
+    ``data.replace_graph``): a pass over a split is one full batch, so a local epoch is one optimiser step on
+    the client's subgraph (the "local iterations" of subgraph-FL papers) and ``batch_size`` is ignored.
 
     Args:
         clients: the subgraph clients, in client order (links needed for link prediction).
@@ -321,10 +278,6 @@ class GraphFederation(Federation):
     :type clients: Sequence[~gflkit.data.subgraphs.ClientGraph]
     :type model: ~gflkit.models.base.FeatureModel
     """
-
-    SPLITS = ("train", "val", "test")
-    EVALUATION_SPLITS = ("test", "val")
-    batchable_data = False
 
     def __init__(
         self,
@@ -336,43 +289,7 @@ class GraphFederation(Federation):
         device: torch.device | str = "cpu",
         channel: Channel = Channel(),
     ):
-        self.device = torch.device(device)
-        self.graphs = [task.inputs(client).to(self.device) for client in clients]
-        self.num_nodes = [int(client.data.num_nodes) for client in clients]  # the clients' own nodes |V_k|
-        self.targets = {split: [task.targets(client, split).to(self.device) for client in clients]
-                        for split in self.SPLITS}
-        self._setup(len(clients), model, task, train_config, seed, eval_batch_size=0, channel=channel,
-                    num_train=[client.data.num_nodes for client in clients],
-                    num_test=[task.count(targets) for targets in self.targets["test"]])
-
-    def client_data(self, client: int, split: str = "train") -> tuple[Data, Tensor]:
-        """The graph (model input) and the ``split``'s targets of one client."""
-        if split not in self.SPLITS:
-            raise ValueError(f"unknown split {split!r}; graph clients have the splits {list(self.SPLITS)}")
-        return self.graphs[client], self.targets[split][client]
-
-    def replace_graph(self, client: int, graph: Data) -> None:
-        """Make ``graph`` the model input of ``client`` (FedSage+'s mended subgraph).
-
-        Its first ``num_nodes[client]`` nodes must be the client's own nodes, in order; any further
-        node (a generated neighbour) is only seen by message passing: the targets of every split are
-        kept (:meth:`~gflkit.tasks.NodeClassificationTask.resize_targets` marks the new nodes as no
-        target) and training pairs of link prediction are still drawn among the client's own nodes.
-        """
-        if graph.num_nodes < self.num_nodes[client]:
-            raise ValueError(f"client {client}'s graph needs its {self.num_nodes[client]} own nodes first, "
-                             f"got a graph of {graph.num_nodes} nodes")
-        self.graphs[client] = graph.to(self.device)
-        for split in self.SPLITS:
-            self.targets[split][client] = self.task.resize_targets(self.targets[split][client], graph.num_nodes)
-
-    def batches(self, client: int, split: str, generator: torch.Generator | None = None,
-                batch_size: int | None = None) -> Iterator[Batch]:
-        """The client's whole graph once; with a ``generator`` (training) the targets are redrawn by the task."""
-        graph, targets = self.client_data(client, split)
-        if generator is not None:
-            targets = self.task.training_targets(targets, self.num_nodes[client], generator)
-        yield Batch(graph, targets)
+        self._setup(GraphClients(clients, task, device), model, task, train_config, seed, device, channel)
 
 
 class ServerFederation(Federation):
@@ -396,30 +313,7 @@ class ServerFederation(Federation):
     def __init__(self, num_train: Sequence[int], num_test: Sequence[int], model: FeatureModel,
                  train_config: TrainConfig, seed: int = 0, device: torch.device | str = "cpu",
                  channel: Channel = Channel(), held_out: Tensor | None = None, label_counts: Tensor | None = None):
-        self.device = torch.device(device)
-        self._setup(len(num_train), model, None, train_config, seed, eval_batch_size=0, channel=channel,
-                    num_train=num_train, num_test=num_test)
+        self._setup(NoClientData(num_train, num_test, label_counts, device), model, None, train_config, seed, device,
+                    channel)
         if held_out is not None:
             self.held_out = held_out.cpu().bool()
-        self.label_counts = label_counts
-
-    def holds_data(self, client: int) -> bool:
-        """Never: the server holds no client's samples."""
-        return False
-
-    def train_label_counts(self) -> Tensor:
-        """The label counts the clients reported (a ``ValueError`` if they reported none)."""
-        if self.label_counts is None:
-            raise ValueError("the server has no label counts: its clients reported none (a classification "
-                             "task reports them)")
-        return self.label_counts.to(self.device)
-
-    def batches(self, client: int, split: str, generator: torch.Generator | None = None,
-                batch_size: int | None = None) -> Iterator[Batch]:
-        """Refused: the server holds no client data."""
-        raise RuntimeError(f"the server holds no client data (asked for client {client}'s {split!r} split): "
-                           "what a server step needs must come from the clients in messages")
-
-    def client_data(self, client: int, split: str = "train") -> tuple[Tensor, Tensor]:
-        """Refused: the server holds no client data."""
-        return next(self.batches(client, split))

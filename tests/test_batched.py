@@ -72,7 +72,7 @@ def test_batched_clients_train_the_sequential_models(method, model, one_thread):
     for round in (1, 2, 3):
         (sequential, uploads, losses), (batched, batched_uploads, batched_losses) = (
             after_round(method, model, mode, round) for mode in ("sequential", "batched"))
-        assert len(set(len(i) for i in batched.train_indices)) > 1, "clients of unequal sizes"
+        assert len(set(len(i) for i in batched.data.train_indices)) > 1, "clients of unequal sizes"
         assert relative_difference(uploads, batched_uploads) <= 1e-5
         assert relative_difference(losses, batched_losses) <= 1e-5
         assert relative_difference(sequential.models, batched.models) <= 1e-5
@@ -91,7 +91,7 @@ def test_the_schedule_is_the_sequential_loops_batches_and_unequal_clients_stop_e
         assert (sizes[row, len(expected):] == 0).all(), "a client whose batches are used up takes no step"
         for step, batch in enumerate(expected):
             assert torch.equal(positions[row, step, : len(batch)], batch)
-            assert torch.equal(samples[row, step, : len(batch)], fed.train_indices[client][batch])
+            assert torch.equal(samples[row, step, : len(batch)], fed.data.train_indices[client][batch])
 
 
 def test_chunks_of_clients_give_the_same_models():
@@ -174,7 +174,7 @@ def test_obstacles_to_batching_are_named():
 
 def test_a_model_with_batchnorm_falls_back_to_the_sequential_loop():
     reference = make_federation(num_clients=4)
-    fed = Federation(reference.x, reference.y, reference.train_indices, reference.test_indices, NormalisedNet(),
+    fed = Federation(reference.data.x, reference.data.y, reference.data.train_indices, reference.data.test_indices, NormalisedNet(),
                      ClassificationTask(), TrainConfig(batch_size=8, lr=0.1))
     assert "has buffers" in batching_obstacle(fed, fed.train_config, [{}] * 4)
     fed.trainer.mode = "batched"

@@ -88,7 +88,7 @@ def test_fedska_counts_the_per_sample_structure_exchange():
 
 def test_fedska_averages_the_sample_counts_over_the_training_clients():
     fed = make_federation()
-    fed.train_indices[0] = fed.train_indices[0][:10]  # 10, 30, 30, 30 training samples: 25 on average
+    fed.data.train_indices[0] = fed.data.train_indices[0][:10]  # 10, 30, 30, 30 training samples: 25 on average
     assert communication("fedska", fed, k=2, encoder_epochs=1) == Communication.both(D + 2 * 25 * 64)
 
 

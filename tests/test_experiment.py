@@ -100,7 +100,7 @@ def test_a_planted_checkpoint_in_a_runs_folder_runs_no_code_and_the_run_is_recom
 def test_federation_matches_the_config():
     fed = build_federation(RunConfig(**SMALL), Runtime(device="cpu"))
     assert fed.num_clients == 10
-    assert fed.x.shape[1:] == (1, 8, 8)
+    assert fed.data.x.shape[1:] == (1, 8, 8)
 
 
 @pytest.mark.parametrize("change, message", [

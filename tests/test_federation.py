@@ -67,8 +67,8 @@ def test_client_metrics_equal_that_clients_entry_of_evaluate(federation):
 def test_keep_only_leaves_one_clients_samples_and_the_same_client_step():
     full, kept = make_federation(), make_federation()
     kept.keep_only(2)
-    assert len(kept.x) == len(full.train_indices[2]) + len(full.test_indices[2])
-    assert [len(i) for i in kept.train_indices] == [0, 0, len(full.train_indices[2]), 0]
+    assert len(kept.data.x) == len(full.data.train_indices[2]) + len(full.data.test_indices[2])
+    assert [len(i) for i in kept.data.train_indices] == [0, 0, len(full.data.train_indices[2]), 0]
     assert kept.holds_data(2) and not kept.holds_data(0) and full.holds_data(0)
     torch.testing.assert_close(kept.train(2, round=1, start=kept.initial).vector,
                                full.train(2, round=1, start=full.initial).vector, rtol=0, atol=0)

@@ -61,7 +61,7 @@ def test_the_mask_multiplies_the_weights_in_the_forward_pass_and_is_trained_with
     names = [entry.name for entry in algorithm.entries]
     assert names == ["vgae.encoder.conv1.lin.weight", "vgae.encoder.conv_mu.lin.weight",
                      "vgae.encoder.conv_logstd.lin.weight", "readout.weight", "classifier.weight"], "weights, no biases"
-    module, graph = fed.flat.module.eval(), fed.graphs[0]
+    module, graph = fed.flat.module.eval(), fed.data.graphs[0]
     mask = torch.rand(algorithm.masks.size(1))
     mask[mask < 0.3] = 0.0
     parameters = list(fed.flat.parameters)
@@ -113,7 +113,7 @@ def test_sample_clients_get_random_inputs_and_token_inputs_are_rejected():
     algorithm = build_algorithm("fedpub")
     algorithm.setup(fed)
     assert algorithm.proxy.shape == (500, 2, 4, 4)
-    fed.x = fed.x.long()
+    fed.data.x = fed.data.x.long()
     with pytest.raises(ValueError, match="fedpub feeds random inputs.*GraphFederation"):
         build_algorithm("fedpub").setup(fed)
 

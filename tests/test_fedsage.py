@@ -69,17 +69,17 @@ def test_mending_adds_the_predicted_number_of_neighbours_capped_at_num_pred():
 @pytest.mark.parametrize("task", ["node_classification", "link_prediction"])
 def test_generated_nodes_are_never_targets(task):
     fed = make_graph_federation(task)
-    before = {split: [t.clone() for t in fed.targets[split]] for split in fed.SPLITS}
+    before = {split: [t.clone() for t in fed.data.targets[split]] for split in fed.data.SPLITS}
     metrics = fed.evaluate(fed.initial)
     algorithm = build_algorithm("fedsage", **FAST)
     run_rounds(fed, algorithm, Schedule(1), progress=False)
     generated = algorithm.artifacts()["generated_neighbours"]
     assert int(generated.sum()) > 0
     for k in range(fed.num_clients):
-        n = fed.num_nodes[k]
-        assert fed.graphs[k].num_nodes == n + int(generated[k])
-        for split in fed.SPLITS:
-            targets = fed.targets[split][k]
+        n = fed.data.num_nodes[k]
+        assert fed.data.graphs[k].num_nodes == n + int(generated[k])
+        for split in fed.data.SPLITS:
+            targets = fed.data.targets[split][k]
             if task == "node_classification":
                 assert torch.equal(targets[:n], before[split][k]) and bool((targets[n:] == -1).all())
             else:

@@ -40,14 +40,14 @@ def test_server_only_ever_receives_client_features_and_gradients(monkeypatch):
     monkeypatch.setattr(StructureServer, "train_encoder", spy_train_encoder)
     algorithm = build_algorithm("fedska", **SMALL)
     run_rounds(fed, algorithm, Schedule(2), progress=False)
-    positions = max(len(idx) for idx in fed.train_indices)
+    positions = max(len(idx) for idx in fed.data.train_indices)
     shapes = {kind: {shape for k, shape in seen if k == kind} for kind, _ in seen}
     assert shapes == {"features": {(fed.num_clients, dim)}, "representations": {(positions, fed.num_clients, dim)},
                       "gradients": {(positions, fed.num_clients, dim)}}
     for value in vars(algorithm.server).values():
         assert not isinstance(value, Federation)
         if isinstance(value, torch.Tensor):
-            assert value.shape[-1] != fed.x.flatten(1).shape[1] or value.shape[0] == fed.num_clients
+            assert value.shape[-1] != fed.data.x.flatten(1).shape[1] or value.shape[0] == fed.num_clients
 
 
 def test_client_representations_are_the_training_samples_in_split_order():
@@ -55,7 +55,7 @@ def test_client_representations_are_the_training_samples_in_split_order():
     fed.flat.load(fed.initial)
     model = fed.flat.module.eval()
     with torch.no_grad():
-        expected = model.features(fed.x[fed.train_indices[1]])
+        expected = model.features(fed.data.x[fed.data.train_indices[1]])
     assert torch.allclose(client_representations(fed, 1, fed.initial, batch_size=7), expected, atol=1e-6)
 
 
@@ -69,14 +69,14 @@ def test_by_position_repeats_a_shorter_client_cyclically():
 def test_feature_gradients_match_the_closed_form_of_each_clients_linear_head():
     fed = make_federation()
     fed.models = fed.initial + 0.1 * torch.randn(fed.num_clients, fed.dim)  # every client its own head
-    fed.train_indices[1] = fed.train_indices[1][:-5]  # clients of unequal sizes are grouped by size
-    sizes = [len(idx) for idx in fed.train_indices]
+    fed.data.train_indices[1] = fed.data.train_indices[1][:-5]  # clients of unequal sizes are grouped by size
+    sizes = [len(idx) for idx in fed.data.train_indices]
     structure = torch.rand(max(sizes), fed.num_clients, fed.flat.module.feature_dim)
     gradients = feature_gradients(fed, structure, sizes)
     for k, size in enumerate(sizes):
         fed.flat.load(fed.models[k])
         head = fed.flat.module.classifier
-        labels, h = fed.y[fed.train_indices[k]], structure[:size, k]
+        labels, h = fed.data.y[fed.data.train_indices[k]], structure[:size, k]
         one_hot = torch.nn.functional.one_hot(labels, head.out_features).float()
         expected = (torch.softmax(head(h), 1) - one_hot) @ head.weight / size  # d/dh_i of mean_i CE(W h_i + b, y_i)
         assert torch.allclose(gradients[:size, k], expected.detach(), atol=1e-6)
@@ -88,7 +88,7 @@ def test_structure_loss_is_eq10_per_sample_by_hand():
     fed = make_federation()
     algorithm = build_algorithm("fedska", **SMALL, weight=0.5)
     algorithm.setup(fed)
-    algorithm.structure = [torch.zeros(len(idx), 2) for idx in fed.train_indices]
+    algorithm.structure = [torch.zeros(len(idx), 2) for idx in fed.data.train_indices]
     algorithm.structure[1][3] = torch.tensor([1.0, 0.0])
     algorithm.structure[1][5] = torch.tensor([0.0, 2.0])
     features = torch.tensor([[1.0, 1.0], [3.0, 0.0]])  # cos with (0, 2) = 1/√2, with (1, 0) = 1
@@ -105,7 +105,7 @@ def test_structure_term_enters_local_training_from_round_two():
     assert algorithm.structure is None
     run_rounds(fed, algorithm, Schedule(1), progress=False)
     assert [tuple(rows.shape) for rows in algorithm.structure] == [
-        (len(idx), fed.flat.module.feature_dim) for idx in fed.train_indices]
+        (len(idx), fed.flat.module.feature_dim) for idx in fed.data.train_indices]
     adjacency = algorithm.server.adjacency
     assert torch.allclose(adjacency, adjacency.T, atol=1e-6) and (adjacency >= 0).all()
     with_term = algorithm.client_update(fed, 0, 2).vector

@@ -102,9 +102,9 @@ def test_a_node_holds_only_its_partition_and_the_server_none():
     replicas = {k: node_replica(config, k, Runtime(device="cpu")) for k in range(full.num_clients)}
     for k, (replica, profile) in replicas.items():
         fed = replica.fed
-        own = torch.cat([full.train_indices[k], full.test_indices[k]])
-        torch.testing.assert_close(fed.x, full.x[own])  # exactly the client's samples, nothing else
-        assert [len(i) for i in fed.train_indices] == [profile.num_train if j == k else 0 for j in range(6)]
+        own = torch.cat([full.data.train_indices[k], full.data.test_indices[k]])
+        torch.testing.assert_close(fed.data.x, full.data.x[own])  # exactly the client's samples, nothing else
+        assert [len(i) for i in fed.data.train_indices] == [profile.num_train if j == k else 0 for j in range(6)]
         assert (profile.num_train, profile.num_test) == (int(full.num_train[k]), int(full.num_test[k]))
         torch.testing.assert_close(profile.label_counts, full.train_label_counts()[k])
     server = server_replica(config, {k: profile for k, (_, profile) in replicas.items()}, device="cpu")

@@ -51,7 +51,7 @@ def test_subsampling_is_determined_by_the_seed():
 
 def test_given_graph_of_a_federation_uses_its_clients_train_labels():
     fed = make_federation()
-    counts = label_counts(fed.y, fed.train_indices, 3)
+    counts = label_counts(fed.data.y, fed.data.train_indices, 3)
     assert torch.equal(given_graph(fed), label_sharing_graph(counts, top_labels=5, seed=fed.seed))
     assert torch.equal(GivenGraphOptions(graph_top_labels=1).build_graph(fed),
                        label_sharing_graph(counts, top_labels=1, seed=fed.seed))

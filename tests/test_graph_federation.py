@@ -75,9 +75,9 @@ def test_persistent_adam_state_survives_a_checkpoint(tmp_path):
 
 def test_clients_are_weighted_by_nodes_and_evaluated_on_their_test_targets():
     fed = make_graph_federation("link_prediction")
-    assert fed.num_train.tolist() == [float(g.num_nodes) for g in fed.graphs]
+    assert fed.num_train.tolist() == [float(g.num_nodes) for g in fed.data.graphs]
     metrics = fed.evaluate(fed.initial)
-    assert [m["num_samples"] for m in metrics] == [t.size(1) for t in fed.targets["test"]]
+    assert [m["num_samples"] for m in metrics] == [t.size(1) for t in fed.data.targets["test"]]
     assert all({"auc", "ap", "loss"} <= set(m) for m in metrics)
     assert fed.client_metrics(3, fed.initial, "test") == metrics[3]
     with pytest.raises(ValueError, match="unknown split 'dev'"):

@@ -135,8 +135,8 @@ def fixed_point_distance(name, rounds=150, epochs=5):
     for r in range(1, rounds + 1):
         results = algorithm.round_updates(fed, clients, r)
         algorithm.aggregate(fed, clients, torch.stack([result.vector for result in results]), r)
-    inputs = torch.cat([fed.x.flatten(1), torch.ones(len(fed.x), 1)], dim=1).double()
-    solution = torch.linalg.lstsq(inputs, fed.y.double()).solution  # (33, 3): weights and bias
+    inputs = torch.cat([fed.data.x.flatten(1), torch.ones(len(fed.data.x), 1)], dim=1).double()
+    solution = torch.linalg.lstsq(inputs, fed.data.y.double()).solution  # (33, 3): weights and bias
     views = fed.layout.split(fed.global_model)
     learned = torch.cat([views["classifier.weight"].T, views["classifier.bias"].unsqueeze(0)]).double()
     return float((learned - solution).norm() / solution.norm())

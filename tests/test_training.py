@@ -22,7 +22,7 @@ def test_minibatches_cover_the_indices_once_in_order_or_shuffled():
 
 def test_local_sgd_reduces_the_loss_of_a_separable_client():
     fed = make_federation()
-    x, y, idx = fed.x, fed.y, fed.train_indices[0]
+    x, y, idx = fed.data.x, fed.data.y, fed.data.train_indices[0]
     fed.flat.load(fed.initial)
     first = local_sgd(fed.flat, fed.task.loss, epoch(x, y, idx, generator(0, 1)), TrainConfig(epochs=1, batch_size=8, lr=0.1))
     later = local_sgd(fed.flat, fed.task.loss, epoch(x, y, idx, generator(0, 2)), TrainConfig(epochs=20, batch_size=8, lr=0.1))
@@ -31,7 +31,7 @@ def test_local_sgd_reduces_the_loss_of_a_separable_client():
 
 def test_loss_term_gradient_is_applied():
     fed = make_federation()
-    x, y, idx = fed.x, fed.y, fed.train_indices[0]
+    x, y, idx = fed.data.x, fed.data.y, fed.data.train_indices[0]
     config = TrainConfig(epochs=1, batch_size=8, lr=0.1)
     fed.flat.load(fed.initial)
     local_sgd(fed.flat, fed.task.loss, epoch(x, y, idx, generator(0, 1)), config)

@@ -62,7 +62,7 @@ def tiny_client(samples: int = 9):
     """A federation's working module and one client's samples: ``samples`` of them, in batches of 3."""
     fed = make_federation()
     fed.flat.load(fed.initial)
-    return fed, fed.x, fed.y, fed.train_indices[0][:samples]
+    return fed, fed.data.x, fed.data.y, fed.data.train_indices[0][:samples]
 
 
 def recorded_rates(fed, epoch, config, optimizer=None):

@@ -224,9 +224,9 @@ class FedPub(Algorithm):
         """The shared random input of the functional embeddings (a random graph for subgraph clients)."""
         p, gen = self.params, generator(fed.seed, FEDPUB_PROXY)
         if isinstance(fed, GraphFederation):
-            num_features = fed.graphs[0].x.size(1)
+            num_features = fed.data.graphs[0].x.size(1)
             return random_partition_graph(p.n_proxy, p.proxy_nodes, p.proxy_p, num_features, gen).to(fed.device)
-        x = getattr(fed, "x", None)
+        x = getattr(fed.data, "x", None)
         if not isinstance(x, Tensor) or not x.is_floating_point():
             raise ValueError(f"fedpub feeds random inputs through the clients' models and needs subgraph clients "
                              f"(GraphFederation) or real-valued samples; got {type(fed).__name__} with inputs of "

@@ -125,15 +125,15 @@ class FedSageParams:
 
 def training_labels(fed: GraphFederation, client: int) -> Tensor | None:
     """The client's node-classification training labels (``-1``: none), or None for other tasks."""
-    return fed.targets["train"][client] if fed.task.name == "node_classification" else None
+    return fed.data.targets["train"][client] if fed.task.name == "node_classification" else None
 
 
 def impair_clients(fed: GraphFederation, params: FedSageParams) -> list[Impaired]:
     """Step 1 for every client: its input graph with ``hidden_portion`` of its nodes hidden (seeded per client)."""
     hidden = [hide_nodes(g.num_nodes, params.hidden_portion, generator(fed.seed, FEDSAGE, _HIDE, k))
-              for k, g in enumerate(fed.graphs)]
+              for k, g in enumerate(fed.data.graphs)]
     return [impair(g.x, g.edge_index, mask, params.num_pred, training_labels(fed, k))
-            for k, (g, mask) in enumerate(zip(fed.graphs, hidden))]
+            for k, (g, mask) in enumerate(zip(fed.data.graphs, hidden))]
 
 
 def init_neighgen(fed: GraphFederation, params: FedSageParams) -> NeighGen:
@@ -143,7 +143,7 @@ def init_neighgen(fed: GraphFederation, params: FedSageParams) -> NeighGen:
     num_classes = 0 if labels[0] is None else int(max(int(y.max()) for y in labels)) + 1
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(fed.seed, FEDSAGE, _INIT))
-        model = NeighGen(fed.graphs[0].x.size(1), params.num_pred, params.hidden, params.latent_dim, params.dropout,
+        model = NeighGen(fed.data.graphs[0].x.size(1), params.num_pred, params.hidden, params.latent_dim, params.dropout,
                          num_classes)
     return model.to(fed.device)
 
@@ -159,7 +159,7 @@ def _step(fed: GraphFederation, model: NeighGen, optimizer: torch.optim.Optimize
     data = impaired[client]
     seed_global_rng(derive_seed(fed.seed, FEDSAGE, _DROPOUT, *keys), fed.device)
     noise = _noise(fed, data.graph.num_nodes, params.latent_dim, _NOISE, *keys)
-    cross = (cross_client_targets(fed.graphs, client, data.graph.num_nodes, params.num_pred,
+    cross = (cross_client_targets(fed.data.graphs, client, data.graph.num_nodes, params.num_pred,
                                   generator(fed.seed, FEDSAGE, _CROSS, *keys)) if cross_client else ())
     loss = neighgen_loss(model, data, noise, params.a, params.b, params.c, cross)
     if cross_client:
@@ -197,7 +197,7 @@ def generate(fed: GraphFederation, neighgens: Tensor, params: FedSageParams) -> 
     graph, by its own NeighGen (row ``k`` of ``neighgens``, from :func:`train_neighgen`)."""
     flat = FlatModule(init_neighgen(fed, params).eval())
     generated = []
-    for k, g in enumerate(fed.graphs):
+    for k, g in enumerate(fed.data.graphs):
         flat.load(neighgens[k])
         counts, features = flat.module(g.x, g.edge_index, _noise(fed, g.num_nodes, params.latent_dim, _MEND, k))
         generated.append(generated_neighbours(counts, features))
@@ -228,7 +228,7 @@ class FedSage(FedAvg):
         if not isinstance(fed, GraphFederation):
             raise ValueError("fedsage with plus=True generates missing neighbours of subgraph clients; "
                              "use a graph task, or plus=False (plain FedSage, i.e. FedAvg)")
-        if any(g.num_nodes != n for g, n in zip(fed.graphs, fed.num_nodes)):
+        if any(g.num_nodes != n for g, n in zip(fed.data.graphs, fed.data.num_nodes)):
             raise ValueError("fedsage+ needs the clients' own subgraphs: this federation's inputs were already "
                              "enlarged (mended by an earlier run); build a fresh federation")
 
@@ -254,7 +254,7 @@ class FedSage(FedAvg):
             neighgen = train_neighgen(fed, impair_clients(fed, self.params), self.params)
             self.generated = generate(fed, neighgen, self.params)
         for k, (anchors, features) in enumerate(self.generated):
-            fed.replace_graph(k, mend(fed.graphs[k], anchors.to(fed.device), features.to(fed.device)))
+            fed.data.replace_graph(k, mend(fed.data.graphs[k], anchors.to(fed.device), features.to(fed.device)))
         self.mended = True
 
 

@@ -184,8 +184,8 @@ def client_representations(fed: Federation, client: int, vector: Tensor, batch_s
     fed.flat.load(vector)
     model = fed.flat.module
     model.eval()
-    indices = fed.train_indices[client]
-    return torch.cat([model.features(fed.x[indices[i : i + batch_size]]) for i in range(0, len(indices), batch_size)])
+    indices = fed.data.train_indices[client]
+    return torch.cat([model.features(fed.data.x[indices[i : i + batch_size]]) for i in range(0, len(indices), batch_size)])
 
 
 def by_position(per_client: list[Tensor]) -> Tensor:
@@ -226,7 +226,7 @@ def feature_gradients(fed: Federation, structure: Tensor, sizes: Sequence[int]) 
         clients = [k for k, n in enumerate(sizes) if n == size]
         rows = fed.models[clients]
         params = {f"model.{e.name}": rows[:, e.slice].view(len(clients), *e.shape) for e in entries}
-        labels = torch.stack([fed.y[fed.train_indices[k]] for k in clients])
+        labels = torch.stack([fed.data.y[fed.data.train_indices[k]] for k in clients])
         features = structure[:size, clients].transpose(0, 1)
         gradients[:size, clients] = per_client(params, features, labels).transpose(0, 1)
     return gradients
@@ -253,7 +253,7 @@ class FedSKA(FedAvg):
         dim = fed.flat.module.feature_dim
         torch.manual_seed(derive_seed(fed.seed, FEDSKA_SERVER_INIT))
         self.server = StructureServer(dim, self.params).to(fed.device)
-        self.representations = [torch.zeros(len(idx), dim, device=fed.device) for idx in fed.train_indices]
+        self.representations = [torch.zeros(len(idx), dim, device=fed.device) for idx in fed.data.train_indices]
         self.structure: list[Tensor] | None = None
         if self.params.graph == "given":
             self.server.adjacency = self.given(fed)
@@ -314,7 +314,7 @@ class FedSKA(FedAvg):
         over the training clients. The server sends every client, sampled or not, the :math:`E_g`
         gradient requests (:func:`feature_gradients` runs over all clients); the count is a participating
         client's."""
-        samples = sum(len(fed.train_indices[k]) for k in fed.training_clients.tolist()) / len(fed.training_clients)
+        samples = sum(len(fed.data.train_indices[k]) for k in fed.training_clients.tolist()) / len(fed.training_clients)
         features = (self.params.encoder_epochs + 1) * samples * fed.flat.module.feature_dim
         model = super().communication(fed) if self.params.fedavg else Communication(0, 0)
         return model + Communication.both(features)

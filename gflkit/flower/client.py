@@ -157,7 +157,7 @@ def evaluate_client(replica: Replica, message: Message, context: Context) -> Mes
         trained = state[TRAINED].to(fed.device) if TRAINED in state else server  # never trained: the server's
         metrics: dict[str, int | float] = {"client": client, "num-examples": int(fed.num_test[client])}
         for protocol, model in (("server", server), ("local", trained)):
-            merged = merge_splits({split: fed.client_metrics(client, model, split) for split in fed.EVALUATION_SPLITS})
+            merged = merge_splits({split: fed.client_metrics(client, model, split) for split in fed.data.evaluation_splits})
             metrics.update({f"{protocol}.{name}": int(value) if name == "num_samples" else float(value)
                             for name, value in merged.items()})
     return Message(RecordDict({METRICS: MetricRecord(metrics)}), reply_to=message)

@@ -189,14 +189,14 @@ def test_kmeans_clusters_separately_trained_clients_by_their_data():
 def test_kmeans_clients_train_in_their_cluster_and_the_student_learns_it():
     fed = kmeans_federation()
     algorithm = build_algorithm("fedcg_kmeans", kmeans_epochs=2)
-    model, train = fed.flat.module, fed.train
+    model, train = fed.flat.module, fed.trainer.train  # every local training of a client passes through it
     trained = []  # (round, client, its training domain)
 
     def recording_train(client, round, *args, **kwargs):
         trained.append((round, client, model.assigned_domain))
         return train(client, round, *args, **kwargs)
 
-    fed.train = recording_train
+    fed.trainer.train = recording_train
     run_rounds(fed, algorithm, Schedule(2), progress=False)
     domains = algorithm.client_domains
     assert {(c, d) for r, c, d in trained if r == 0} == {(k, None) for k in range(6)}, \

@@ -64,6 +64,17 @@ def run_grid(runs: Sequence[Run | RunConfig], runtime: Runtime | None = None) ->
     return pd.concat([frame.assign(**r.labels) for r, frame in zip(runs, frames)], ignore_index=True)
 
 
+def stored_runs(runs: Sequence[Run | RunConfig], runtime: Runtime) -> list[Run]:
+    """The runs of ``runs`` whose records ``runtime``'s store already holds (for its device type), in order: what
+    a later session reads of a grid that is still being computed, without computing the rest.
+
+    Raises ``ValueError`` for a runtime without a store."""
+    if runtime.store is None:
+        raise ValueError("stored_runs needs a runtime with a result store (Runtime(store=ResultStore(folder)))")
+    device = runtime.torch_device()
+    return [run for run in map(as_run, runs) if runtime.store.load(stored_key(run.config, device)) is not None]
+
+
 def run_serial(configs: Sequence[RunConfig], runtime: Runtime | None = None) -> list[pd.DataFrame]:
     """Every config's records, computed one after another in this process (stored runs are re-used)."""
     return [run(config, runtime)

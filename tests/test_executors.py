@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from gflkit.cli import main
-from gflkit.executors import WORKER_THREADS, run_grid
+from gflkit.executors import WORKER_THREADS, run_grid, stored_runs
 from gflkit.experiment import Run, RunConfig
 from gflkit.notebooks import NOTEBOOK_DIR
 from gflkit.papers.quickstart import PROFILES
@@ -128,6 +128,18 @@ def test_a_second_invocation_reuses_every_stored_run_without_a_task(local_ray, r
     again = run_grid(RUNS, Runtime(device="cpu", store=ResultStore(root), executor="ray"))
     pd.testing.assert_frame_equal(again, first)
     assert {path: path.stat().st_mtime_ns for path in root.rglob("*") if path.is_file()} == written
+
+
+def test_stored_runs_are_the_grids_runs_the_store_holds_and_nothing_is_computed(tmp_path):
+    grid = [Run(RunConfig(method=method, **SMALL), {"label": method}) for method in ("fedavg", "local", "fedprox")]
+    runtime = Runtime(device="cpu", store=ResultStore(tmp_path / "runs"))
+    assert stored_runs(grid, runtime) == []
+    run_grid([grid[1]], runtime)
+    assert stored_runs(grid, runtime) == [grid[1]]
+    assert len(list((tmp_path / "runs").iterdir())) == 1, "reading which runs are stored computes none"
+    assert stored_runs(grid, Runtime(device="cpu", store=ResultStore(tmp_path / "elsewhere"))) == []
+    with pytest.raises(ValueError, match="needs a runtime with a result store"):
+        stored_runs(grid, Runtime(device="cpu"))
 
 
 @pytest.mark.parametrize("options, message", [

@@ -209,6 +209,24 @@ def test_jgesr_claims_on_an_incomplete_later_seed_read_the_seeds_each_comparison
     assert claims_table([seed_model])["noise model"].item() == "Student t over 2 seeds of the client mean"
 
 
+def test_jgesr_stored_clients_read_only_the_runs_a_store_holds(tmp_path):
+    from gflkit.executors import run_grid
+    from gflkit.papers import jgesr
+    from gflkit.profiles import resolve_profile
+    from gflkit.results import ResultStore
+    from gflkit.runtime import Runtime
+
+    runtime = Runtime(device="cpu", store=ResultStore(tmp_path / "runs"))
+    with pytest.raises(ValueError, match=r"no Table 1 run of seeds \[0\] is stored"):
+        jgesr.stored_clients("smoke", [0], runtime)
+    table1 = jgesr.grids(resolve_profile(jgesr.PROFILES, "smoke"), ["table1"])["table1"]
+    first = table1[0]
+    run_grid([first], runtime)
+    rows = jgesr.stored_clients("smoke", [0], runtime)
+    assert list(rows.columns) == jgesr.CLIENT_COLUMNS and set(rows["method"]) == {first.config.method}
+    assert (rows["round"] == first.config.rounds).all() and rows["client"].nunique() == first.config.num_clients
+
+
 def test_jgesr_objective_check_tolerates_rounding_only():
     from gflkit.papers import jgesr
 

@@ -191,6 +191,26 @@ def claims(records: Any, ran: Sequence[str], profile: str, *, missing: Any = Non
     ]
 
 
+#: The columns of the committed ``table1_clients.csv`` (the notebook writes the same).
+CLIENT_COLUMNS = ["method", "seed", "evaluate", "s", "missing", "client", "round", "accuracy", "num_samples"]
+
+
+def stored_clients(profile: str, seeds: Sequence[int], runtime: Any) -> Any:
+    """Table 1's per-client rows at each run's reported round (:data:`CLIENT_COLUMNS`) for ``seeds`` of
+    ``profile``, from the runs ``runtime``'s store holds (:func:`~gflkit.executors.stored_runs`; nothing is
+    computed, so a grid still running is read as far as it got) — the rows a later session appends to the
+    committed ``table1_clients.csv`` before :func:`decide_from_clients`."""
+    from gflkit import metrics
+    from gflkit.executors import run_grid, stored_runs
+    from gflkit.profiles import resolve_profile
+
+    params = resolve_profile(PROFILES, profile, seeds=list(seeds))
+    runs = stored_runs(grids(params, ["table1"])["table1"], runtime)
+    if not runs:
+        raise ValueError(f"no Table 1 run of seeds {list(seeds)} is stored under {runtime.store.root}")
+    return metrics.reported_rows(run_grid(runs, runtime), ["s", "method", "seed"])[CLIENT_COLUMNS]
+
+
 #: The CSVs of a results folder that :func:`decide_from_clients` reads: Table 1's is required, the others
 #: optional (a claim is "not run" without its file).
 CLAIM_FILES = {"records": "table1_clients.csv", "missing": "figure4_clients.csv", "objective": "pdca_objective.csv",

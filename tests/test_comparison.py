@@ -9,7 +9,7 @@ from gflkit.papers.comparison import (Difference, Scoring, at_least, best_other,
                                       compare_with_best_other,
                                       difference_noise, every, held_out_difference, on_shared_seeds, seed_difference,
                                       spread_within,
-                                      tied_best)
+                                      tied_best, uneven_seeds)
 
 
 def records_of(scores: dict[str, list[float]], seeds=(0,), num_samples=None, last_round=5) -> pd.DataFrame:
@@ -186,6 +186,21 @@ def test_a_grid_with_incomplete_later_seeds_is_compared_on_the_seeds_both_sides_
     assert compare(shared, "a", "b") == client_difference([91.0, 93.0], [90.0, 90.0])
     assert compare(on_shared_seeds(records, ["a", "c"]), "a", "c").model.startswith("Student t over 2 seeds")
     assert sorted(on_shared_seeds(records, ["a", "b", "c"])["seed"].unique()) == [0]
+
+
+def test_a_ranking_claim_judges_each_candidate_on_the_seeds_it_shares_with_the_method():
+    # a and b ran seeds 0-2, c seed 0 only: a vs b is a three-seed comparison, a vs c a one-seed one
+    records = seed_records({"a": [95.0, 96.0, 97.0], "b": [90.0, 92.0, 91.0], "c": [90.0, 0.0, 0.0]})
+    records = records[(records["method"] != "c") | (records["seed"] == 0)]
+    records.loc[(records["method"] == "c"), "accuracy"] += np.array([0.5, -0.5, 1.0, -1.0])
+    plain = {other: compare(on_shared_seeds(records, ["a", other]), "a", other) for other in ("b", "c")}
+    assert plain["b"].model.startswith("Student t over 3 seeds")
+    assert plain["c"].model.startswith("Student t over 4 clients of one seed")
+    other, difference = compare_with_best_other(records, "a")
+    assert difference.verdict is plain["b"].verdict is plain["c"].verdict is Verdict.REPRODUCED
+    assert other == min(plain, key=lambda o: plain[o].low) and difference == plain[other]
+    assert uneven_seeds(records) == "3 seeds: a, b; 1 seed: c"
+    assert uneven_seeds(records[records["method"] != "c"]) == ""
 
 
 def test_sides_that_share_no_seed_or_never_ran_are_named():

@@ -162,6 +162,11 @@ def test_fedska_claims_from_committed_per_client_csvs_equal_the_notebooks(tmp_pa
     pd.testing.assert_frame_equal(committed, notebook)
     assert len(notebook) == 10 and notebook["noise model"].str.contains("Student t over 3 seeds").all()
     assert notebook["verdict"].iloc[-2:].tolist() == ["reproduced", "reproduced"], "k: ±0.1 noise; q=2 edges weaker"
+    later = {name: frame[frame["seed"] > 0] for name, frame in figures.items()}  # seed 0's figures not kept
+    partial = claims_table(fedska.claims(records, ablation, list(fedska.METHODS), "paper1", **later))
+    assert partial["evidence"].iloc[-3:].str.endswith("seeds 1, 2 only (the other seeds' per-round scores and "
+                                                      "graphs were not kept)").all()
+    assert not notebook["evidence"].str.contains("only").any()
 
 
 def test_jgesr_claims_from_committed_per_client_csvs_equal_the_notebooks(tmp_path):
@@ -203,7 +208,16 @@ def test_jgesr_claims_on_an_incomplete_later_seed_read_the_seeds_each_comparison
                             for method, s, seed in complete + later for client in range(6)])
     verdicts = claims_table(jgesr.claims(records, list(jgesr.PAPER_METHODS), "paper1"))
     best, two_step = verdicts.iloc[0], verdicts.iloc[1]
-    assert best["evidence"].endswith("(1 seed(s))") and "of one seed" in best["noise model"]
+    # the ranking claim compares each candidate on the seeds it shares with PDCA (Two-step at s = 0.1 on two)
+    assert best["evidence"].endswith("(each method with PDCA on the seeds both ran; s=0.1: 2 seeds: pdca, two_step; "
+                                     "1 seed: cfl, fedamp, fedavg, fedprox, pfedgraph; s=0.2: 2 seeds: pdca; "
+                                     "1 seed: cfl, fedamp, fedavg, fedprox, pfedgraph, two_step)")
+    from gflkit.papers.comparison import compare, on_shared_seeds
+    at_low = records[records["s"] == 0.1]
+    low_part = jgesr.claims(at_low, list(jgesr.PAPER_METHODS), "paper1")[0]
+    assert claims_table([low_part])["verdict"].item() == best["verdict"]
+    assert compare(on_shared_seeds(at_low, ["pdca", "two_step"]), "pdca", "two_step").model.startswith(
+        "Student t over 2 seeds")
     assert two_step["evidence"].endswith("(s=0.1: 2 seed(s), s=0.2: 1 seed(s))")
     seed_model = jgesr.claims(records[records["s"] == 0.1], list(jgesr.PAPER_METHODS), "paper1")[1]
     assert claims_table([seed_model])["noise model"].item() == "Student t over 2 seeds of the client mean"

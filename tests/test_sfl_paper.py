@@ -135,8 +135,13 @@ def test_a_later_seed_of_some_variants_only_is_decided_on_the_seeds_each_claim_s
     assert star["noise model"] == "Student t over 2 seeds of the client mean"
     mean = table3.groupby(["method", "seed"])["accuracy"].mean()
     assert star["evidence"] == f"SFL* {mean['sfl_star'].mean():.2f}, SFL {mean['sfl'].mean():.2f}", "both seeds' means"
+    # the ranking claim compares each candidate on the seeds it shares with SFL*: SFL on both (and it alone stays
+    # open: SFL* is 10 points ahead on seed 1 but only 4 on seed 0), the others on seed 0, where SFL* beats them
     best = claims.loc["SFL* has the best accuracy of Table 3's methods on MNIST"]
-    assert "of one seed" in best["noise model"] and f"({mean['sfl_star', 0]:.2f} %)" in best["evidence"]
+    assert best["verdict"] == "inconclusive" and best["noise model"].startswith("Student t over 2 seeds")
+    assert best["evidence"] == (f"SFL* ranks 1 of 6 ({mean['sfl_star'].mean():.2f} %); best other: FedPer "
+                                f"{mean['fedper', 0]:.2f} (means over each method's seeds; 2 seeds: sfl, sfl_star; "
+                                "1 seed: fedatt, fedavg, fedper, lg_fedavg)")
 
 
 def test_committed_gpu_claims_are_decided_from_the_committed_per_client_csvs():

@@ -56,8 +56,9 @@ inconclusive. Scores equal to the tables' two decimals are a tie, and a tie is n
 **From records** (:class:`Scoring`, :func:`compare`): tidy per-client rows as :mod:`gflkit.metrics`
 describes them (``method``, ``seed``, ``client``, ``round``, the score, ``num_samples``). Each run's scores
 at its reported round are paired on ``(seed, client)``; a pair that exists for one side only is refused.
-A grid whose later seeds ran only some methods is compared on the seeds every compared side ran
-(:func:`on_shared_seeds`), and says how many.
+A grid whose later seeds ran only some methods is compared on the seeds both compared sides ran
+(:func:`on_shared_seeds`), and says how many; a ranking claim compares each candidate on the seeds it shares
+with the method (a union bound needs no common seeds).
 A ranking claim ("best of the eight") compares the method with every other one as above
 (:func:`compare_with_best_other`); an ablation claim ("removing X lowers the accuracy") is the comparison
 of the full method with the ablated one.
@@ -468,10 +469,27 @@ def _deciding(differences: dict[Any, Difference], key: Callable[[Difference], fl
 def compare_with_best_other(records: pd.DataFrame, method: Any, others: Sequence[Any] | None = None,
                             scoring: Scoring = Scoring()) -> tuple[str, Difference]:
     """A ranking claim ("``method`` is the best") from ``records``: :func:`against_every_candidate` with
-    ``others`` (``None``: every other side in ``records``) as the candidates."""
+    ``others`` (``None``: every other side in ``records``) as the candidates, each compared with ``method`` on the
+    seeds the two ran (:func:`on_shared_seeds`): a candidate with more seeds is judged with them, one with fewer
+    without the others' extra seeds (the Bonferroni bound needs no common seeds)."""
     candidates = _candidates(scoring.means(records), method, others)
-    return against_every_candidate(lambda other, level: compare(records, method, other, scoring, level=level),
-                                   candidates)
+
+    def compare_with(other: Any, level: float) -> Difference:
+        pair = on_shared_seeds(records, [method, other], scoring.column)
+        return compare(pair, method, other, scoring, level=level)
+
+    return against_every_candidate(compare_with, candidates)
+
+
+def uneven_seeds(records: pd.DataFrame, column: str = "method") -> str:
+    """How many seeds each side of ``records`` ran, grouped (``"4 seeds: pdca, two_step; 1 seed: fedavg"``), or
+    ``""`` when every side ran the same seeds."""
+    seeds = records.groupby(column)["seed"].unique().map(lambda ran: tuple(sorted(ran)))
+    if seeds.nunique() == 1:
+        return ""
+    counts = seeds.map(len)
+    return "; ".join(f"{n} seed{'s' if n > 1 else ''}: " + ", ".join(str(side) for side in counts.index[counts == n])
+                     for n in sorted(counts.unique(), reverse=True))
 
 
 def best_other_per_group(records: pd.DataFrame, by: str, method: Any, others: Sequence[Any] | None = None,
@@ -504,5 +522,5 @@ __all__ = [
     "best_other", "best_other_per_group", "client_difference", "compare", "compare_per_group",
     "compare_with_best_other", "difference_noise", "every", "held_out_difference", "on_shared_seeds", "seed_difference",
     "side_label",
-    "spread_within", "tied_best",
+    "spread_within", "tied_best", "uneven_seeds",
 ]

@@ -200,7 +200,8 @@ def claims(records: pd.DataFrame, ablation: pd.DataFrame, ran: Sequence[str], pr
     noise model follows them (:mod:`gflkit.papers.comparison`). Figure 3's claim is decided by ``area`` (each
     client's mean accuracy over the evaluated rounds: ``q``, ``method``, ``seed``, ``client``, ``accuracy``),
     Figure 5's by ``edge_weights`` (the mean weight of the learned graph's edges per ``q`` and ``seed``:
-    ``mean_edge_weight``). A figure's claim without its frame is "not run". ``ran``: the methods that ran."""
+    ``mean_edge_weight``). A figure's claim without its frame is "not run"; one whose frame holds fewer seeds than
+    ``records`` says which in its evidence. ``ran``: the methods that ran."""
     qs = sorted(records["q"].unique())
     mean = metrics.final_summary(records, by=("q", "method")).set_index(["q", "method"])["mean"]
     variant = metrics.final_summary(ablation, by=("setting",)).set_index("setting")["mean"]
@@ -209,6 +210,13 @@ def claims(records: pd.DataFrame, ablation: pd.DataFrame, ran: Sequence[str], pr
                                                   ("the k-sensitivity runs", k_records),
                                                   ("the learned graphs' edge weights", edge_weights))
                          if frame is not None)]
+
+    def fewer_seeds(frame: pd.DataFrame) -> str:
+        # a figure's frame may hold fewer seeds than Table 1's (a seed whose per-round scores were not kept)
+        own = sorted(int(s) for s in frame["seed"].unique())
+        if own == sorted(int(s) for s in records["seed"].unique()):
+            return ""
+        return f" — seeds {', '.join(map(str, own))} only (the other seeds' per-round scores and graphs were not kept)"
 
     def means(method: str, others: Sequence[str]) -> str:
         return "; ".join(f"q={q}: {method} {mean[(q, method)]:.2f} vs " +
@@ -222,7 +230,8 @@ def claims(records: pd.DataFrame, ablation: pd.DataFrame, ran: Sequence[str], pr
     def learns_fastest() -> tuple[Any, str]:
         largest = area.groupby(["q", "method"])["accuracy"].mean()
         return (every(best_other_per_group(area, "q", "fedska", scoring=Scoring(report=None))),
-                "; ".join(f"q={q}: largest {largest[q].idxmax()}" for q in sorted(area["q"].unique())))
+                "; ".join(f"q={q}: largest {largest[q].idxmax()}" for q in sorted(area["q"].unique()))
+                + fewer_seeds(area))
 
     def robust_to_k() -> tuple[Any, str]:
         # the k with the highest mean against the one with the lowest, within 2 points on the same clients (each
@@ -235,7 +244,7 @@ def claims(records: pd.DataFrame, ablation: pd.DataFrame, ran: Sequence[str], pr
                 high, low, difference = spread
                 parts[f"q={q}, k={high} vs k={low}"] = difference
         evidence = (f"range {k_means.max() - k_means.min():.2f} points over k = "
-                    f"{sorted(int(k) for k in k_records['k'].unique())}")
+                    f"{sorted(int(k) for k in k_records['k'].unique())}{fewer_seeds(k_records)}")
         return (every(parts), evidence) if parts else (None, evidence)
 
     def weaker_edges() -> tuple[Any, str]:
@@ -244,7 +253,7 @@ def claims(records: pd.DataFrame, ablation: pd.DataFrame, ran: Sequence[str], pr
         weight = edge_weights.set_index(["q", "seed"])["mean_edge_weight"].sort_index()
         weak, strong = (100 * weight.loc[q].to_numpy() for q in (min(qs), max(qs)))
         evidence = (f"mean edge weight {weak.mean() / 100:.4f} vs {strong.mean() / 100:.4f} "
-                    f"(mean over {len(weak)} seed(s))")
+                    f"(mean over {len(weak)} seed(s)){fewer_seeds(edge_weights)}")
         if len(weak) < 2:
             return bool(weak[0] < strong[0]), evidence
         return seed_difference(strong, weak, statistic="mean edge weight × 100"), evidence

@@ -148,20 +148,22 @@ def claims(records: Any, ran: Sequence[str], profile: str, *, missing: Any = Non
 
     def evidence(rows: Any, text: Callable[[Any, float], str]) -> str:
         mean = metrics.final_summary(rows, value="accuracy", by=("s", "method")).set_index(["s", "method"])["mean"]
+        return "; ".join(f"s={s}: {text(mean, s)}" for s in levels) + f" ({seed_counts(rows)})"
+
+    def seed_counts(rows: Any) -> str:
+        uneven = {s: uneven_seeds(part) for s, part in rows.groupby("s", sort=True)}
+        if any(uneven.values()):  # a ranking claim: each method was compared with PDCA on the seeds both ran
+            return "each method with PDCA on the seeds both ran; " + "; ".join(f"s={s}: {u}" for s, u in uneven.items())
         counts = rows.groupby("s")["seed"].nunique()
-        seeds = (f" ({counts.iloc[0]} seed(s))" if counts.nunique() == 1
-                 else " (" + ", ".join(f"s={s}: {n} seed(s)" for s, n in counts.items()) + ")")
-        return "; ".join(f"s={s}: {text(mean, s)}" for s in levels) + seeds
+        if counts.nunique() == 1:
+            return f"{counts.iloc[0]} seed(s)"
+        return ", ".join(f"s={s}: {n} seed(s)" for s, n in counts.items())
 
     def best() -> tuple[Any, str]:
         # each candidate against PDCA on the seeds the two ran at that level (compare_with_best_other)
         rows = records[records["method"].isin(PAPER_METHODS)]
-        uneven = {s: uneven_seeds(part) for s, part in rows.groupby("s")}
-        text = evidence(rows, lambda mean, s: f"pdca {mean[(s, 'pdca')]:.2f}")
-        if any(uneven.values()):
-            text = text.rsplit(" (", 1)[0] + " (each method with PDCA on the seeds both ran; " + "; ".join(
-                f"s={s}: {seeds}" for s, seeds in uneven.items()) + ")"
-        return every(best_other_per_group(rows, "s", "pdca")), text
+        return (every(best_other_per_group(rows, "s", "pdca")),
+                evidence(rows, lambda mean, s: f"pdca {mean[(s, 'pdca')]:.2f}"))
 
     def beats_two_step() -> tuple[Any, str]:
         rows = shared(["pdca", "two_step"])

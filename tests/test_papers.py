@@ -212,12 +212,9 @@ def test_jgesr_claims_on_an_incomplete_later_seed_read_the_seeds_each_comparison
     assert best["evidence"].endswith("(each method with PDCA on the seeds both ran; s=0.1: 2 seeds: pdca, two_step; "
                                      "1 seed: cfl, fedamp, fedavg, fedprox, pfedgraph; s=0.2: 2 seeds: pdca; "
                                      "1 seed: cfl, fedamp, fedavg, fedprox, pfedgraph, two_step)")
-    from gflkit.papers.comparison import compare, on_shared_seeds
-    at_low = records[records["s"] == 0.1]
-    low_part = jgesr.claims(at_low, list(jgesr.PAPER_METHODS), "paper1")[0]
-    assert claims_table([low_part])["verdict"].item() == best["verdict"]
-    assert compare(on_shared_seeds(at_low, ["pdca", "two_step"]), "pdca", "two_step").model.startswith(
-        "Student t over 2 seeds")
+    from gflkit.papers.comparison import compare_with_best_other
+    other, difference = compare_with_best_other(records[records["s"] == 0.1], "pdca")
+    assert best["difference"].startswith(f"s=0.1 vs {other}: {difference.estimate_text};")
     assert two_step["evidence"].endswith("(s=0.1: 2 seed(s), s=0.2: 1 seed(s))")
     seed_model = jgesr.claims(records[records["s"] == 0.1], list(jgesr.PAPER_METHODS), "paper1")[1]
     assert claims_table([seed_model])["noise model"].item() == "Student t over 2 seeds of the client mean"

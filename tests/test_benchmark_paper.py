@@ -98,3 +98,60 @@ def test_headline_comparisons_decide_against_every_baseline_that_ran():
     row = table.iloc[0]
     assert row["deciding baseline"] == "ditto" and row["verdict (beats every baseline)"] == "not reproduced"
     assert "Bonferroni over 2 candidates" in row["noise model"]
+
+
+def test_own_protocol_records_score_each_method_under_its_papers_protocol():
+    import pandas as pd
+
+    records = pd.DataFrame({"variant": ["fedska", "pdca"], "evaluate": ["local", "server"], "accuracy": [91.0, 80.0],
+                            "accuracy_server": [88.0, float("nan")], "accuracy_local": [float("nan"), 85.0]})
+    assert benchmark.PROTOCOL["fedska"] == "local" and benchmark.PROTOCOL["pdca"] == "server"
+    scored = benchmark.own_protocol_records(records)
+    assert scored["accuracy_own"].tolist() == [91.0, 80.0], "each row's own protocol, whichever it was run under"
+    assert scored["accuracy_server"].tolist() == [88.0, 80.0] and scored["accuracy_local"].tolist() == [91.0, 85.0]
+    assert scored["method"].tolist() == ["fedska", "pdca"]
+
+
+def test_stored_clients_read_only_the_runs_a_store_holds_and_append_to_committed_rows(tmp_path):
+    from gflkit.executors import run_grid
+    from gflkit.papers import append_seeds
+    from gflkit.results import ResultStore
+    from gflkit.runtime import Runtime
+
+    runtime = Runtime(device="cpu", store=ResultStore(tmp_path / "runs"))
+    with pytest.raises(ValueError, match=r"no smoke run of seeds \[1\] is stored"):
+        benchmark.stored_clients("smoke", [1], runtime)
+    params = resolve_profile(benchmark.PROFILES, "smoke", seeds=[0, 1])
+    runs = [benchmark.method_run(params, "fedavg", "shards q=2", seed) for seed in (0, 1)]
+    run_grid(runs, runtime)
+    rows = benchmark.stored_clients("smoke", [1], runtime)
+    assert list(rows.columns) == benchmark.CLIENT_COLUMNS
+    assert set(rows["seed"]) == {1} and set(rows["variant"]) == {"fedavg"} and set(rows["setting"]) == {"shards q=2"}
+    assert rows["client"].nunique() == params.base["num_clients"] and (rows["round"] == params.base["rounds"]).all()
+    committed = benchmark.stored_clients("smoke", [0, 1], runtime, variants=["fedavg"], settings=["shards q=2"])
+    both = append_seeds(committed[committed["seed"] == 0], rows, benchmark.CLIENT_KEYS)
+    assert both.equals(committed.reset_index(drop=True)), "seed 0 committed + seed 1 later = the grid of both"
+
+
+def test_decide_from_clients_gives_the_committed_headline_table():
+    from pathlib import Path
+
+    import pandas as pd
+
+    folder = Path(__file__).parent.parent / "docs" / "results" / "benchmark_paper1"
+    decided = benchmark.decide_from_clients(folder)
+    committed = pd.read_csv(folder / "headline_vs_best_baseline.csv")
+    pd.testing.assert_frame_equal(decided.astype(str), committed.astype(str))
+
+
+def test_seed_table_shows_mean_and_spread_over_seeds_and_their_number():
+    import pandas as pd
+
+    rows = [{"variant": v, "setting": "shards q=2", "seed": seed, "client": c, "round": 4,
+             "accuracy_own": level + seed + c, "num_samples": 10}
+            for v, level, seeds in (("fedavg", 80.0, (0, 1, 2)), ("fedska", 90.0, (0,))) for seed in seeds
+            for c in range(2)]
+    table = benchmark.seed_table(pd.DataFrame(rows))
+    assert table.loc["fedavg", "shards q=2"] == "81.50 ± 1.00 (3 seeds)"
+    assert table.loc["fedska", "shards q=2"] == "90.50 (1 seed)"
+    assert list(table.index) == ["fedavg", "fedska"], "rows in the benchmark's method order"

@@ -365,3 +365,38 @@ def test_committed_csvs_reads_what_is_there_and_names_a_missing_required_file(tm
     assert frames["one"]["a"].tolist() == [1] and frames["two"] is None
     with pytest.raises(FileNotFoundError, match=r"lacks \['two.csv'\], which the demo notebook writes"):
         committed_csvs(tmp_path, {"one": "one.csv", "two": "two.csv"}, ["one", "two"], "demo")
+
+
+def _client_rows(seed, scores, method="pdca"):
+    return pd.DataFrame({"method": method, "seed": seed, "client": range(len(scores)), "accuracy": scores})
+
+
+def test_append_seeds_adds_later_seeds_once_and_keeps_the_committed_rows_first():
+    from gflkit.papers import append_seeds
+
+    committed = pd.concat([_client_rows(0, [90.0, 80.0]), _client_rows(1, [85.0, 75.0])], ignore_index=True)
+    # the later session reran seed 1 (a CSV round trip away: within the tolerance) and ran seed 2
+    later = pd.concat([_client_rows(1, [85.0 + 1e-8, 75.0]), _client_rows(2, [70.0, 60.0])], ignore_index=True)
+    merged = append_seeds(committed, later[["accuracy", "client", "seed", "method"]], ["method", "seed", "client"])
+    assert list(merged.columns) == list(committed.columns)
+    assert merged["seed"].tolist() == [0, 0, 1, 1, 2, 2]
+    assert merged["accuracy"].tolist()[:4] == committed["accuracy"].tolist(), "the committed rows are kept as they are"
+    assert merged["accuracy"].tolist()[4:] == [70.0, 60.0]
+
+
+def test_append_seeds_refuses_a_rerun_that_disagrees_and_frames_that_do_not_fit():
+    from gflkit.papers import append_seeds
+
+    committed = _client_rows(0, [90.0, 80.0])
+    keys = ["method", "seed", "client"]
+    with pytest.raises(ValueError, match=r"method=pdca, seed=0, client=1 differs .*\(80.0\) .*\(80.5\) runs in 'accuracy'"):
+        append_seeds(committed, _client_rows(0, [90.0, 80.5]), keys)
+    with pytest.raises(ValueError, match=r"seed=0, client=0 differs .*\(a\) .*\(b\) runs in 'setting'"):
+        append_seeds(committed.assign(setting="a"), _client_rows(0, [90.0, 80.0]).assign(setting="b"),
+                     ["seed", "client"])
+    with pytest.raises(ValueError, match="columns"):
+        append_seeds(committed, _client_rows(1, [1.0, 2.0]).assign(extra=1), keys)
+    with pytest.raises(ValueError, match=r"keys \['round'\] are not columns"):
+        append_seeds(committed, _client_rows(1, [1.0, 2.0]), ["round"])
+    with pytest.raises(ValueError, match="later rows repeat the key"):
+        append_seeds(committed, pd.concat([_client_rows(1, [1.0]), _client_rows(1, [2.0])]), keys)

@@ -146,6 +146,52 @@ def committed_csvs(folder: str | Path, files: Mapping[str, str], required: Seque
     return {name: pd.read_csv(folder / file) if (folder / file).exists() else None for name, file in files.items()}
 
 
+def _named(row: pd.Series, keys: Sequence[str]) -> str:
+    """A row's key as ``method=pdca, seed=0``."""
+    return ", ".join(f"{key}={row[key]}" for key in keys)
+
+
+def append_seeds(committed: pd.DataFrame, later: pd.DataFrame, keys: Sequence[str],
+                 tolerance: float = 1e-6) -> pd.DataFrame:
+    """Per-client rows of later runs (``later``: more seeds, more methods) appended to a results folder's
+    committed rows, each row once: what a session that ran a grid's next seeds commits before re-deciding
+    the claims from the folder.
+
+    A row is identified by its ``keys`` (e.g. method, setting, seed, client). A row both frames hold is the
+    same run computed twice, so its numbers must agree (within ``tolerance``: a CSV round trip rounds); a
+    ``ValueError`` names the first that does not — a later run whose configuration changed is a new grid, not
+    more seeds of this one. Also ``ValueError`` when the frames' columns differ or a key repeats in one frame.
+    Returns the committed rows, then the new ones, in their order.
+    """
+    keys = list(keys)
+    if set(committed.columns) != set(later.columns):
+        raise ValueError(f"the later rows' columns {sorted(later.columns)} are not the committed rows' "
+                         f"{sorted(committed.columns)}")
+    missing = [k for k in keys if k not in committed.columns]
+    if missing:
+        raise ValueError(f"keys {missing} are not columns of the rows; columns: {list(committed.columns)}")
+    for name, frame in (("committed", committed), ("later", later)):
+        repeated = frame[frame.duplicated(keys, keep=False)]
+        if not repeated.empty:
+            raise ValueError(f"the {name} rows repeat the key {_named(repeated.iloc[0], keys)}: each of "
+                             f"{keys} names one row")
+    later = later[list(committed.columns)]
+    shared = committed.merge(later, on=keys, suffixes=("", " later"))
+    for column in (c for c in committed.columns if c not in keys):
+        before, after = shared[column], shared[f"{column} later"]
+        if pd.api.types.is_numeric_dtype(before) and pd.api.types.is_numeric_dtype(after):
+            differs = ~((before - after).abs().le(tolerance) | (before.isna() & after.isna()))
+        else:
+            differs = before.astype(str) != after.astype(str)
+        if differs.any():
+            row = shared[differs].iloc[0]
+            raise ValueError(f"the row {_named(row, keys)} differs between the committed ({row[column]}) and the "
+                             f"later ({row[f'{column} later']}) runs in {column!r}: the same run must give the same "
+                             "numbers (was its configuration or the code changed?)")
+    new = later.merge(committed[keys], on=keys, how="left", indicator=True)["_merge"].eq("left_only").to_numpy()
+    return pd.concat([committed, later[new]], ignore_index=True)
+
+
 def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:
     """The claims as a table with columns :data:`CLAIM_COLUMNS`."""
     return pd.DataFrame([c.as_row() for c in claims], columns=list(CLAIM_COLUMNS))

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from gflkit.experiment import Run
-from gflkit.papers import fedska, jgesr, sfl
+from gflkit.papers import committed_csvs, fedska, jgesr, sfl
 from gflkit.papers.comparison import Scoring, best_other_per_group
 from gflkit.papers.ranking import average_ranks, friedman, nemenyi_critical_difference, separated_pairs
 from gflkit.profiles import Profile, chosen_sections, known_names
@@ -77,6 +77,12 @@ SETTINGS: dict[str, dict[str, Any]] = {
 #: Friedman's test and the Nemenyi difference count it once (:func:`independent_settings`).
 TWINS: dict[str, str] = {"noisy uplink s=0.1, q=5": "shards q=5"}
 SECTIONS = ("benchmark",)
+#: The per-seed, per-client scores at the last round a results folder commits (``clients.csv``): what the
+#: seeds of later sessions are appended to (:func:`gflkit.papers.append_seeds`) and decided from.
+CLIENT_COLUMNS = ["variant", "setting", "seed", "client", "round", "accuracy_own", "accuracy_server", "accuracy_local",
+                  "num_samples"]
+#: What identifies a row of ``clients.csv``.
+CLIENT_KEYS = ["variant", "setting", "seed", "client"]
 BASE = dict(dataset="mnist", num_clients=100, model="mclr", batch_size=32, lr=0.01, local_epochs=1, rounds=200,
             eval_every=5)
 
@@ -186,3 +192,59 @@ def headline_comparisons(records: pd.DataFrame, variants: Sequence[str],
                          "difference": difference.estimate_text, "interval": difference.interval_text,
                          "verdict (beats every baseline)": difference.verdict.value, "noise model": difference.model})
     return pd.DataFrame(rows)
+
+
+def own_protocol_records(records: pd.DataFrame) -> pd.DataFrame:
+    """A grid's records (:func:`grids`, run with ``run_grid``) with both protocols' scores
+    (:func:`gflkit.metrics.with_both_protocols`), ``method`` (the row label) and ``accuracy_own``: the score
+    under the method's own paper's protocol (:data:`PROTOCOL`)."""
+    from gflkit import metrics
+
+    records = metrics.with_both_protocols(records).assign(method=lambda r: r["variant"])
+    protocol = records["variant"].map(PROTOCOL)
+    records["accuracy_own"] = records["accuracy_server"].where(protocol == "server", records["accuracy_local"])
+    return records
+
+
+def client_scores(records: pd.DataFrame) -> pd.DataFrame:
+    """The per-client rows (:data:`CLIENT_COLUMNS`) at each run's last round of :func:`own_protocol_records`."""
+    from gflkit import metrics
+
+    return metrics.reported_rows(records, ["variant", "setting", "seed"])[CLIENT_COLUMNS]
+
+
+def stored_clients(profile: str, seeds: Sequence[int], runtime: Any, variants: Sequence[str] | None = None,
+                   settings: Sequence[str] | None = None) -> pd.DataFrame:
+    """:func:`client_scores` of the runs of ``profile``'s grid for ``seeds`` (optionally only ``variants``
+    and ``settings``) that ``runtime``'s store holds — nothing is computed, so a grid still running is read as
+    far as it got: the rows a later session appends to the committed ``clients.csv``.
+    Raises ``ValueError`` when none is stored."""
+    from gflkit.executors import run_grid, stored_runs
+    from gflkit.profiles import resolve_profile
+
+    overrides = {key: list(chosen) for key, chosen in (("variants", variants), ("settings", settings)) if chosen}
+    params = resolve_profile(PROFILES, profile, seeds=list(seeds), overrides=overrides)
+    runs = stored_runs(grids(params)["benchmark"], runtime)
+    if not runs:
+        raise ValueError(f"no {profile} run of seeds {list(seeds)} is stored under {runtime.store.root}")
+    return client_scores(own_protocol_records(run_grid(runs, runtime)))
+
+
+def seed_table(clients: pd.DataFrame) -> pd.DataFrame:
+    """Mean own-protocol accuracy over the clients, as mean ± standard deviation over seeds with their number
+    (:func:`gflkit.metrics.mean_and_spread`): one row per method, one column per setting, from per-client rows
+    (:data:`CLIENT_COLUMNS`)."""
+    from gflkit import metrics
+
+    summary = metrics.final_summary(clients, value="accuracy_own", by=("variant", "setting"))
+    summary["text"] = [metrics.mean_and_spread(row.mean, row.mean_std, row.num_seeds) for row in summary.itertuples()]
+    table = summary.pivot(index="variant", columns="setting", values="text")
+    order = [m for m in METHODS if m in table.index]
+    return table.reindex(index=order, columns=[s for s in SETTINGS if s in table.columns]).fillna("—")
+
+
+def decide_from_clients(folder: Any) -> pd.DataFrame:
+    """:func:`headline_comparisons` read from a results folder's committed ``clients.csv`` (every seed it holds,
+    e.g. seeds measured in several sessions, whose result stores are gone)."""
+    clients = committed_csvs(folder, {"clients": "clients.csv"}, ["clients"], "benchmark")["clients"]
+    return headline_comparisons(clients, list(clients["variant"].unique()))

@@ -181,20 +181,89 @@ def test_jgesr_claims_from_committed_per_client_csvs_equal_the_notebooks(tmp_pat
     records = pd.DataFrame(rows)
     pdca = records[(records["method"] == "pdca") & (records["s"] == 0.1)]
     missing = pd.concat([pdca.assign(missing=rate, accuracy=pdca["accuracy"] - 20 * rate) for rate in (0.0, 0.1)])
-    objective = np.array([10.0, 7.5, 7.5, 7.0])
+    objective = pd.DataFrame({"seed": 0, "iteration": range(4), "objective": [10.0, 7.5, 7.5, 7.0]})
+    correlation = pd.DataFrame([{"seed": 0, "pairs": 10, "pearson_r": 0.42}])
     notebook = claims_table(jgesr.claims(records, list(jgesr.METHODS), "paper1", missing=missing, objective=objective,
-                                         correlation=0.42))
+                                         correlation=correlation))
     metrics.reported_rows(records, ["s", "method", "seed"]).to_csv(tmp_path / "table1_clients.csv", index=False)
     assert jgesr.decide_from_clients(tmp_path, "paper1")["verdict"].tolist()[2:] == ["not run"] * 3
     metrics.reported_rows(missing, ["missing", "seed"]).to_csv(tmp_path / "figure4_clients.csv", index=False)
-    pd.DataFrame({"iteration": range(4), "objective": objective}).to_csv(tmp_path / "pdca_objective.csv", index=False)
-    pd.DataFrame([{"pairs": 10, "pearson_r": 0.42}]).to_csv(tmp_path / "learned_graph_correlation.csv", index=False)
+    objective.to_csv(tmp_path / "pdca_objective.csv", index=False)
+    correlation.to_csv(tmp_path / "learned_graph_correlation.csv", index=False)
     committed = jgesr.decide_from_clients(tmp_path, "paper1")
     pd.testing.assert_frame_equal(committed, notebook)
     assert len(notebook) == 5 and notebook["noise model"].iloc[:3].str.contains("Student t over 2 seeds").all()
     assert notebook["evidence"].iloc[:2].str.endswith("(2 seed(s))").all()
     assert notebook["verdict"].iloc[2:].tolist() == ["reproduced"] * 3
     assert notebook["evidence"].iloc[2] == "largest drop 2.00 points over missing rates [0.0, 0.1]"
+    assert notebook["evidence"].iloc[3:].tolist() == ["last round: 3 iterations", "Pearson r = 0.420"]
+
+
+def _graph_claims(objective, r):
+    from gflkit.papers import jgesr
+
+    records = pd.DataFrame([{"method": "pdca", "seed": 0, "s": 0.2, "client": c, "round": 30, "accuracy": 90.0,
+                             "num_samples": 30} for c in range(3)])
+    correlation = pd.DataFrame({"seed": range(len(r)), "pairs": 190, "pearson_r": r})
+    return claims_table(jgesr.claims(records, ["pdca"], "paper1", objective=objective, correlation=correlation)).iloc[3:]
+
+
+def test_jgesr_learned_graph_claim_over_seeds_is_decided_by_t_over_the_seeds_r():
+    from scipy import stats
+
+    descending = pd.concat([pd.DataFrame({"seed": seed, "iteration": range(3), "objective": [9.0, 8.0, 8.0]})
+                            for seed in range(3)])
+    r = [0.31, 0.35, 0.29]  # every seed near the threshold: a rerun could land on either side
+    objective_claim, graph = (row for _, row in _graph_claims(descending, r).iterrows())
+    half = stats.t.ppf(0.975, 2) * np.std(r, ddof=1) / np.sqrt(3)
+    assert graph["verdict"] == "inconclusive" and graph["noise model"] == "Student t over 3 seeds of the learned graph's Pearson r"
+    assert graph["difference"] == f"+{np.mean(r) - 0.3:.2f}"
+    assert graph["interval"] == f"[{np.mean(r) - 0.3 - half:+.2f}, +{np.mean(r) - 0.3 + half:.2f}]".replace("-", "−")
+    assert graph["evidence"] == "Pearson r − 0.3; seed 0: 0.310, seed 1: 0.350, seed 2: 0.290 (mean 0.317)"
+    assert _graph_claims(descending, [0.5, 0.52, 0.55])["verdict"].tolist() == ["reproduced", "reproduced"]
+    assert _graph_claims(descending, [0.1, 0.12, 0.15])["verdict"].iloc[1] == "not reproduced"
+    assert objective_claim["evidence"] == "last round of seeds [0, 1, 2]: [2, 2, 2] iterations; non-increasing on 3 of 3 seeds"
+
+
+def test_jgesr_objective_claim_over_seeds_fails_when_one_seed_rises():
+    traces = [[9.0, 8.0, 8.0], [9.0, 8.0, 8.5], [7.0, 6.0]]
+    rising = pd.concat([pd.DataFrame({"seed": seed, "iteration": range(len(t)), "objective": t})
+                        for seed, t in enumerate(traces)])
+    objective_claim = _graph_claims(rising, [0.5, 0.52, 0.55]).iloc[0]
+    assert objective_claim["verdict"] == "not reproduced"
+    assert objective_claim["evidence"] == "last round of seeds [0, 1, 2]: [2, 2, 1] iterations; non-increasing on 2 of 3 seeds"
+
+
+def test_jgesr_graph_checks_read_every_stored_seed_of_the_pdca_run(tmp_path):
+    from gflkit.executors import run_grid
+    from gflkit.papers import jgesr
+    from gflkit.profiles import resolve_profile
+    from gflkit.results import ResultStore
+    from gflkit.runtime import Runtime
+
+    runtime = Runtime(device="cpu", store=ResultStore(tmp_path / "runs"))
+    params = resolve_profile(jgesr.PROFILES, "smoke", seeds=[0, 1])
+    with pytest.raises(ValueError, match=r"no PDCA run at s = 0.2 of seeds \[0, 1\] is stored"):
+        jgesr.graph_checks(params, runtime)
+    run_grid([jgesr.channel_run(params, "pdca", 0.2, 1)], runtime)  # seed 0's run is not stored
+    objective, correlation = jgesr.graph_checks(params, runtime)
+    assert set(objective["seed"]) == {1} and objective["iteration"].tolist() == list(range(len(objective)))
+    assert jgesr.non_increasing(objective["objective"])
+    assert correlation["seed"].tolist() == [1] and correlation["pairs"].item() == 20 * 19 // 2
+    assert -1.0 <= correlation["pearson_r"].item() <= 1.0
+
+
+def test_label_similarity_and_edge_correlation():
+    import torch
+
+    from gflkit.papers import jgesr
+
+    counts = torch.tensor([[10, 0], [5, 0], [0, 3]])
+    similarity = jgesr.label_similarity(counts)
+    assert torch.allclose(similarity, torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]], dtype=torch.float64))
+    learned = torch.tensor([[0.0, 2.0, 0.5], [2.0, 0.0, 0.1], [0.5, 0.1, 0.0]])
+    expected = np.corrcoef([2.0, 0.5, 0.1], [1.0, 0.0, 0.0])[0, 1]
+    assert jgesr.edge_correlation(learned, similarity) == pytest.approx(expected)
 
 
 def test_jgesr_claims_on_an_incomplete_later_seed_read_the_seeds_each_comparison_shares():

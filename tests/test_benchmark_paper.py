@@ -133,15 +133,32 @@ def test_stored_clients_read_only_the_runs_a_store_holds_and_append_to_committed
     assert both.equals(committed.reset_index(drop=True)), "seed 0 committed + seed 1 later = the grid of both"
 
 
-def test_decide_from_clients_gives_the_committed_headline_table():
+@pytest.mark.parametrize("folder", ["benchmark_paper1", "benchmark_paper"])
+def test_decide_from_clients_gives_the_committed_headline_table(folder):
+    """The committed headline table of each paper-budget folder is the module's decision on its clients.csv
+    (``benchmark_paper``: seed 0 of ``benchmark_paper1`` with the later seeds appended)."""
     from pathlib import Path
 
     import pandas as pd
 
-    folder = Path(__file__).parent.parent / "docs" / "results" / "benchmark_paper1"
-    decided = benchmark.decide_from_clients(folder)
-    committed = pd.read_csv(folder / "headline_vs_best_baseline.csv")
+    path = Path(__file__).parent.parent / "docs" / "results" / folder
+    decided = benchmark.decide_from_clients(path)
+    committed = pd.read_csv(path / "headline_vs_best_baseline.csv")
     pd.testing.assert_frame_equal(decided.astype(str), committed.astype(str))
+    clients = pd.read_csv(path / "clients.csv")
+    assert list(clients.columns) == benchmark.CLIENT_COLUMNS and not clients.duplicated(benchmark.CLIENT_KEYS).any()
+
+
+def test_the_paper_folder_holds_the_one_seed_folders_rows_as_its_seed_0():
+    from pathlib import Path
+
+    import pandas as pd
+
+    results = Path(__file__).parent.parent / "docs" / "results"
+    one_seed = pd.read_csv(results / "benchmark_paper1" / "clients.csv")
+    seeds = pd.read_csv(results / "benchmark_paper" / "clients.csv")
+    pd.testing.assert_frame_equal(seeds[seeds["seed"] == 0].reset_index(drop=True), one_seed)
+    assert set(seeds["seed"]) == {0, 1, 2}
 
 
 def test_seed_table_shows_mean_and_spread_over_seeds_and_their_number():
@@ -155,3 +172,15 @@ def test_seed_table_shows_mean_and_spread_over_seeds_and_their_number():
     assert table.loc["fedavg", "shards q=2"] == "81.50 ± 1.00 (3 seeds)"
     assert table.loc["fedska", "shards q=2"] == "90.50 (1 seed)"
     assert list(table.index) == ["fedavg", "fedska"], "rows in the benchmark's method order"
+
+
+def test_seed_0_of_the_three_seed_profile_is_the_one_seed_profiles_run():
+    from gflkit.experiment import stored_key
+    from gflkit.results import config_key
+
+    one, three = benchmark.PROFILES["paper1"], benchmark.PROFILES["paper"]
+    assert three.seeds == (0, 1, 2)
+    for method in benchmark.METHODS:
+        for setting in benchmark.SETTINGS:
+            keys = {config_key(stored_key(benchmark.method_config(p, method, setting, 0), "cpu")) for p in (one, three)}
+            assert len(keys) == 1, (method, setting)

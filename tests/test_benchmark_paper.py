@@ -184,3 +184,30 @@ def test_seed_0_of_the_three_seed_profile_is_the_one_seed_profiles_run():
         for setting in benchmark.SETTINGS:
             keys = {config_key(stored_key(benchmark.method_config(p, method, setting, 0), "cpu")) for p in (one, three)}
             assert len(keys) == 1, (method, setting)
+
+
+def test_append_to_folder_adds_the_later_seeds_and_rewrites_what_derives_from_them(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+
+    def rows(seeds):
+        return pd.DataFrame([{"variant": v, "setting": "shards q=2", "seed": seed, "client": c, "round": 200,
+                              "accuracy_own": level + rng.normal(), "accuracy_server": 0.0, "accuracy_local": 0.0,
+                              "num_samples": 10}
+                             for v, level in (("fedska", 90.0), ("ditto", 95.0)) for seed in seeds for c in range(8)])
+
+    seed_0 = rows([0])
+    seed_0.to_csv(tmp_path / "clients.csv", index=False)
+    later = rows([1, 2])
+    headline = benchmark.append_to_folder(tmp_path, later)
+    clients = pd.read_csv(tmp_path / "clients.csv")
+    assert clients.groupby("variant")["seed"].nunique().to_dict() == {"ditto": 3, "fedska": 3}
+    pd.testing.assert_frame_equal(benchmark.decide_from_clients(tmp_path), headline)
+    assert headline["noise model"].item().startswith("Student t over 3 seeds")
+    table = pd.read_csv(tmp_path / benchmark.DERIVED_FILES["seeds"], index_col=0)
+    assert table.loc["fedska", "shards q=2"].endswith("(3 seeds)")
+    with pytest.raises(ValueError, match="differs"):  # a seed rerun must give the rows committed for it
+        benchmark.append_to_folder(tmp_path, later.assign(accuracy_own=later["accuracy_own"] + 1.0))
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "clients.csv"), clients)

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from gflkit.experiment import Run
-from gflkit.papers import committed_csvs, fedska, jgesr, sfl
+from gflkit.papers import append_seeds, committed_csvs, fedska, jgesr, sfl
 from gflkit.papers.comparison import Scoring, best_other_per_group
 from gflkit.papers.ranking import average_ranks, friedman, nemenyi_critical_difference, separated_pairs
 from gflkit.profiles import Profile, chosen_sections, known_names
@@ -248,3 +248,28 @@ def decide_from_clients(folder: Any) -> pd.DataFrame:
     e.g. seeds measured in several sessions, whose result stores are gone)."""
     clients = committed_csvs(folder, {"clients": "clients.csv"}, ["clients"], "benchmark")["clients"]
     return headline_comparisons(clients, list(clients["variant"].unique()))
+
+
+#: What :func:`append_to_folder` writes beside ``clients.csv``, each derived from it alone.
+DERIVED_FILES = {"seeds": "accuracy_own_protocol_seeds.csv", "headline": "headline_vs_best_baseline.csv"}
+
+
+def append_to_folder(folder: Any, later: pd.DataFrame) -> pd.DataFrame:
+    """Later seeds' per-client rows (:func:`stored_clients`) appended to a results folder's ``clients.csv``
+    (:func:`gflkit.papers.append_seeds`: a row both hold must agree), and the tables derived from it rewritten
+    (:data:`DERIVED_FILES`: :func:`seed_table`, :func:`decide_from_clients`). Every table is computed before
+    anything is written, and each file is replaced atomically (:func:`gflkit.atomic.atomic_write_text`).
+    Returns the headline table."""
+    from pathlib import Path
+
+    from gflkit.atomic import atomic_write_text
+
+    folder = Path(folder)
+    committed = committed_csvs(folder, {"clients": "clients.csv"}, ["clients"], "benchmark")["clients"]
+    clients = append_seeds(committed, later, CLIENT_KEYS)
+    headline = headline_comparisons(clients, list(clients["variant"].unique()))
+    tables = {"clients.csv": clients.to_csv(index=False), DERIVED_FILES["seeds"]: seed_table(clients).to_csv(),
+              DERIVED_FILES["headline"]: headline.to_csv(index=False)}
+    for name, text in tables.items():
+        atomic_write_text(folder / name, text)
+    return headline

@@ -203,6 +203,23 @@ def test_a_ranking_claim_judges_each_candidate_on_the_seeds_it_shares_with_the_m
     assert uneven_seeds(records[records["method"] != "c"]) == ""
 
 
+def test_of_the_candidates_that_beat_the_method_the_one_compared_over_the_most_seeds_is_named():
+    # b (three seeds) and c (one seed, far above on tight clients) both beat a at the Bonferroni level; c's
+    # one-seed interval is the clearer, but b's comparison is the one that covers a rerun
+    records = seed_records({"a": [90.0, 90.5, 91.0], "b": [95.0, 95.4, 96.1], "c": [99.0, 0.0, 0.0]})
+    records = records[(records["method"] != "c") | (records["seed"] == 0)]
+    records.loc[(records["method"] == "c"), "accuracy"] += np.array([0.1, -0.1, 0.1, -0.1])
+    level = 1.0 - 0.05 / 2
+    plain = {other: compare(on_shared_seeds(records, ["a", other]), "a", other, level=level) for other in ("b", "c")}
+    assert plain["b"].verdict is plain["c"].verdict is Verdict.NOT_REPRODUCED and plain["c"].high < plain["b"].high
+    other, difference = compare_with_best_other(records, "a")
+    assert other == "b" and difference.verdict is Verdict.NOT_REPRODUCED
+    assert difference.model.startswith("Student t over 3 seeds") and difference.high == plain["b"].high
+    # with one seed each, the clearest is named as before
+    one_seed = records[records["seed"] == 0]
+    assert compare_with_best_other(one_seed, "a")[0] == "c"
+
+
 def test_sides_that_share_no_seed_or_never_ran_are_named():
     records = pd.concat([records_of({"a": [91.0, 93.0]}), records_of({"b": [90.0, 90.0]}, seeds=(1,))])
     with pytest.raises(ValueError, match=r"share no seed: a ran \[0\]; b ran \[1\]"):

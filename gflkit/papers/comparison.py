@@ -434,13 +434,16 @@ def side_label(sides: Sequence[Any]) -> str:
 
 
 def against_every_candidate(compare_with: Callable[[Any, float], Difference],
-                            candidates: Sequence[Any]) -> tuple[str, Difference]:
+                            candidates: Sequence[Any], seeds: Mapping[Any, int] | None = None) -> tuple[str, Difference]:
     """A ranking claim ("X is the best") decided against every one of ``candidates`` as the module docstring
     says: reproduced when X beats each at 95 %, not reproduced when one beats X at the Bonferroni level
     :math:`1 - 0.05/m`, else inconclusive. ``compare_with(candidate, level)`` is X − candidate at ``level``.
 
     Returns the label of the candidate that decides (several when they tie to the tables' rounding) and its
-    difference, whose interval and verdict are the claim's.
+    difference, whose interval and verdict are the claim's. ``seeds``: how many seeds each candidate's
+    comparison rests on; where several candidates beat X, the one named is among those compared over the most
+    seeds (then the clearest) — the verdict is the same, and its evidence then covers a rerun wherever some
+    comparison that decides it does.
     """
     if not candidates:
         raise ValueError("a ranking claim needs at least one other candidate")
@@ -452,6 +455,9 @@ def against_every_candidate(compare_with: Callable[[Any, float], Difference],
         corrected = {c: dataclasses.replace(d, model=f"{d.model}; Bonferroni over {len(candidates)} candidates")
                      for c, d in corrected.items()}
     against = {c: d for c, d in corrected.items() if d.verdict is Verdict.NOT_REPRODUCED}
+    if against and seeds:
+        most = max(seeds[c] for c in against)
+        against = {c: d for c, d in against.items() if seeds[c] == most}
     # not reproduced: the clearest candidate above; inconclusive: the open one nearest to deciding against
     pool = against or {c: d for c, d in corrected.items() if d.verdict is Verdict.INCONCLUSIVE}
     return _deciding(pool, lambda d: d.high)
@@ -471,14 +477,15 @@ def compare_with_best_other(records: pd.DataFrame, method: Any, others: Sequence
     """A ranking claim ("``method`` is the best") from ``records``: :func:`against_every_candidate` with
     ``others`` (``None``: every other side in ``records``) as the candidates, each compared with ``method`` on the
     seeds the two ran (:func:`on_shared_seeds`): a candidate with more seeds is judged with them, one with fewer
-    without the others' extra seeds (the Bonferroni bound needs no common seeds)."""
+    without the others' extra seeds (the Bonferroni bound needs no common seeds). Where several candidates
+    decide against ``method``, the one named was compared over the most seeds."""
     candidates = _candidates(scoring.means(records), method, others)
+    pairs = {other: on_shared_seeds(records, [method, other], scoring.column) for other in candidates}
 
     def compare_with(other: Any, level: float) -> Difference:
-        pair = on_shared_seeds(records, [method, other], scoring.column)
-        return compare(pair, method, other, scoring, level=level)
+        return compare(pairs[other], method, other, scoring, level=level)
 
-    return against_every_candidate(compare_with, candidates)
+    return against_every_candidate(compare_with, candidates, {c: pair["seed"].nunique() for c, pair in pairs.items()})
 
 
 def uneven_seeds(records: pd.DataFrame, column: str = "method") -> str:

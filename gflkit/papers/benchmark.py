@@ -20,15 +20,19 @@ the common MCLR.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from gflkit import metrics
+from gflkit.atomic import atomic_write_text
+from gflkit.executors import run_grid, stored_runs
 from gflkit.experiment import Run
 from gflkit.papers import append_seeds, committed_csvs, fedska, jgesr, sfl
 from gflkit.papers.comparison import Scoring, best_other_per_group
 from gflkit.papers.ranking import average_ranks, friedman, nemenyi_critical_difference, separated_pairs
-from gflkit.profiles import Profile, chosen_sections, known_names
+from gflkit.profiles import Profile, chosen_sections, known_names, resolve_profile
 
 #: Family → methods (the ``ci`` profile runs the first three of each family).
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -198,8 +202,6 @@ def own_protocol_records(records: pd.DataFrame) -> pd.DataFrame:
     """A grid's records (:func:`grids`, run with ``run_grid``) with both protocols' scores
     (:func:`gflkit.metrics.with_both_protocols`), ``method`` (the row label) and ``accuracy_own``: the score
     under the method's own paper's protocol (:data:`PROTOCOL`)."""
-    from gflkit import metrics
-
     records = metrics.with_both_protocols(records).assign(method=lambda r: r["variant"])
     protocol = records["variant"].map(PROTOCOL)
     records["accuracy_own"] = records["accuracy_server"].where(protocol == "server", records["accuracy_local"])
@@ -208,8 +210,6 @@ def own_protocol_records(records: pd.DataFrame) -> pd.DataFrame:
 
 def client_scores(records: pd.DataFrame) -> pd.DataFrame:
     """The per-client rows (:data:`CLIENT_COLUMNS`) at each run's last round of :func:`own_protocol_records`."""
-    from gflkit import metrics
-
     return metrics.reported_rows(records, ["variant", "setting", "seed"])[CLIENT_COLUMNS]
 
 
@@ -219,9 +219,6 @@ def stored_clients(profile: str, seeds: Sequence[int], runtime: Any, variants: S
     and ``settings``) that ``runtime``'s store holds — nothing is computed, so a grid still running is read as
     far as it got: the rows a later session appends to the committed ``clients.csv``.
     Raises ``ValueError`` when none is stored."""
-    from gflkit.executors import run_grid, stored_runs
-    from gflkit.profiles import resolve_profile
-
     overrides = {key: list(chosen) for key, chosen in (("variants", variants), ("settings", settings)) if chosen}
     params = resolve_profile(PROFILES, profile, seeds=list(seeds), overrides=overrides)
     runs = stored_runs(grids(params)["benchmark"], runtime)
@@ -234,8 +231,6 @@ def seed_table(clients: pd.DataFrame) -> pd.DataFrame:
     """Mean own-protocol accuracy over the clients, as mean ± standard deviation over seeds with their number
     (:func:`gflkit.metrics.mean_and_spread`): one row per method, one column per setting, from per-client rows
     (:data:`CLIENT_COLUMNS`)."""
-    from gflkit import metrics
-
     summary = metrics.final_summary(clients, value="accuracy_own", by=("variant", "setting"))
     summary["text"] = [metrics.mean_and_spread(row.mean, row.mean_std, row.num_seeds) for row in summary.itertuples()]
     table = summary.pivot(index="variant", columns="setting", values="text")
@@ -260,10 +255,6 @@ def append_to_folder(folder: Any, later: pd.DataFrame) -> pd.DataFrame:
     (:data:`DERIVED_FILES`: :func:`seed_table`, :func:`decide_from_clients`). Every table is computed before
     anything is written, and each file is replaced atomically (:func:`gflkit.atomic.atomic_write_text`).
     Returns the headline table."""
-    from pathlib import Path
-
-    from gflkit.atomic import atomic_write_text
-
     folder = Path(folder)
     committed = committed_csvs(folder, {"clients": "clients.csv"}, ["clients"], "benchmark")["clients"]
     clients = append_seeds(committed, later, CLIENT_KEYS)

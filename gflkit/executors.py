@@ -75,6 +75,16 @@ def stored_runs(runs: Sequence[Run | RunConfig], runtime: Runtime) -> list[Run]:
     return [run for run in map(as_run, runs) if runtime.store.load(stored_key(run.config, device)) is not None]
 
 
+def stored_grid_records(runs: Sequence[Run | RunConfig], runtime: Runtime, what: str) -> pd.DataFrame:
+    """:func:`run_grid` of the runs of ``runs`` that ``runtime``'s store holds (:func:`stored_runs`): nothing is
+    computed, so a grid still running is read as far as it got — what a later session appends to a results
+    folder. Raises ``ValueError`` naming ``what`` (e.g. ``"Table 1 run of seeds [1, 2]"``) when none is stored."""
+    held = stored_runs(runs, runtime)
+    if not held:
+        raise ValueError(f"no {what} is stored under {runtime.store.root}")
+    return run_grid(held, runtime)
+
+
 def run_serial(configs: Sequence[RunConfig], runtime: Runtime | None = None) -> list[pd.DataFrame]:
     """Every config's records, computed one after another in this process (stored runs are re-used)."""
     return [run(config, runtime)

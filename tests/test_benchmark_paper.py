@@ -1,7 +1,7 @@
 """The benchmark notebook's paper module: methods from the papers' modules, settings, protocols, grids."""
 import pytest
 
-from gflkit.papers import benchmark, fedska, jgesr, sfl
+from gflkit.papers import benchmark, fedska, jgesr
 from gflkit.profiles import resolve_profile
 
 
@@ -133,32 +133,43 @@ def test_stored_clients_read_only_the_runs_a_store_holds_and_append_to_committed
     assert both.equals(committed.reset_index(drop=True)), "seed 0 committed + seed 1 later = the grid of both"
 
 
-@pytest.mark.parametrize("folder", ["benchmark_paper1", "benchmark_paper"])
+EARLIER = {"benchmark_paper1": [], "benchmark_paper": ["benchmark_paper1"]}
+
+
+@pytest.mark.parametrize("folder", sorted(EARLIER))
 def test_decide_from_clients_gives_the_committed_headline_table(folder):
-    """The committed headline table of each paper-budget folder is the module's decision on its clients.csv
-    (``benchmark_paper``: seed 0 of ``benchmark_paper1`` with the later seeds appended)."""
+    """The committed tables of each paper-budget folder are the module's decision on its clients.csv and those
+    of the folders it continues (``benchmark_paper``: seeds 1–2 of the runs whose seed 0 ``benchmark_paper1``
+    holds)."""
     from pathlib import Path
 
     import pandas as pd
 
-    path = Path(__file__).parent.parent / "docs" / "results" / folder
-    decided = benchmark.decide_from_clients(path)
-    committed = pd.read_csv(path / "headline_vs_best_baseline.csv")
+    results = Path(__file__).parent.parent / "docs" / "results"
+    earlier = [results / name for name in EARLIER[folder]]
+    decided = benchmark.decide_from_clients(results / folder, earlier)
+    committed = pd.read_csv(results / folder / "headline_vs_best_baseline.csv")
     pd.testing.assert_frame_equal(decided.astype(str), committed.astype(str))
-    clients = pd.read_csv(path / "clients.csv")
+    if earlier:  # a folder of later seeds commits their table over seeds too
+        seeds = benchmark.seed_table(benchmark.committed_clients([*earlier, results / folder]))
+        committed_seeds = pd.read_csv(results / folder / benchmark.DERIVED_FILES["seeds"], index_col=0)
+        pd.testing.assert_frame_equal(seeds, committed_seeds, check_names=False)
+    clients = pd.read_csv(results / folder / "clients.csv")
     assert list(clients.columns) == benchmark.CLIENT_COLUMNS and not clients.duplicated(benchmark.CLIENT_KEYS).any()
 
 
-def test_the_paper_folder_holds_the_one_seed_folders_rows_as_its_seed_0():
+def test_the_paper_folder_holds_only_the_later_seeds_at_four_decimals():
     from pathlib import Path
 
     import pandas as pd
 
     results = Path(__file__).parent.parent / "docs" / "results"
     one_seed = pd.read_csv(results / "benchmark_paper1" / "clients.csv")
-    seeds = pd.read_csv(results / "benchmark_paper" / "clients.csv")
-    pd.testing.assert_frame_equal(seeds[seeds["seed"] == 0].reset_index(drop=True), one_seed)
-    assert set(seeds["seed"]) == {0, 1, 2}
+    later = pd.read_csv(results / "benchmark_paper" / "clients.csv")
+    assert set(one_seed["seed"]) == {0} and set(later["seed"]) == {1, 2}
+    scores = later[benchmark.SCORE_COLUMNS]
+    assert (scores.round(benchmark.SCORE_DECIMALS) == scores).all().all()
+    assert (results / "benchmark_paper" / "clients.csv").stat().st_size < 1 << 20, "a summary, not a store"
 
 
 def test_seed_table_shows_mean_and_spread_over_seeds_and_their_number():
@@ -211,3 +222,38 @@ def test_append_to_folder_adds_the_later_seeds_and_rewrites_what_derives_from_th
     with pytest.raises(ValueError, match="differs"):  # a seed rerun must give the rows committed for it
         benchmark.append_to_folder(tmp_path, later.assign(accuracy_own=later["accuracy_own"] + 1.0))
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "clients.csv"), clients)
+
+
+def test_a_folder_that_continues_another_writes_only_its_own_seeds(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(1)
+    rows = pd.DataFrame([{"variant": v, "setting": "shards q=2", "seed": seed, "client": c, "round": 200,
+                          "accuracy_own": level + rng.normal(), "accuracy_server": 0.0, "accuracy_local": 0.0,
+                          "num_samples": 10}
+                         for v, level in (("fedska", 90.0), ("ditto", 95.0)) for seed in (0, 1, 2) for c in range(8)])
+    one_seed, later = tmp_path / "one_seed", tmp_path / "later"
+    one_seed.mkdir(), later.mkdir()
+    rows[rows["seed"] == 0].to_csv(one_seed / "clients.csv", index=False)
+    rows[rows["seed"] == 1].to_csv(later / "clients.csv", index=False)
+    headline = benchmark.append_to_folder(later, rows[rows["seed"] >= 1], earlier=[one_seed])
+    written = pd.read_csv(later / "clients.csv")
+    assert set(written["seed"]) == {1, 2} and len(written) == 32, "seed 0 stays in the folder that holds it"
+    assert headline["noise model"].item().startswith("Student t over 3 seeds")
+    pd.testing.assert_frame_equal(benchmark.decide_from_clients(later, [one_seed]), headline)
+    with pytest.raises(ValueError, match="differs"):  # a row the earlier folder holds must agree with it
+        benchmark.append_to_folder(later, rows[rows["seed"] == 0].assign(accuracy_own=0.0), earlier=[one_seed])
+    with pytest.raises(ValueError, match="at least one results folder"):
+        benchmark.committed_clients([])
+
+
+def test_client_scores_round_to_the_files_decimals():
+    import pandas as pd
+
+    records = pd.DataFrame([{"variant": "fedavg", "setting": "shards q=2", "seed": 0, "client": 0, "round": r,
+                             "accuracy": 100 / 3, "evaluate": "server", "accuracy_local": 200 / 3,
+                             "num_samples": 3} for r in (1, 2)])
+    rows = benchmark.client_scores(benchmark.own_protocol_records(records))
+    assert rows[["round", "accuracy_own", "accuracy_server", "accuracy_local"]].values.tolist() == [
+        [2, 33.3333, 33.3333, 66.6667]]

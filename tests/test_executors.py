@@ -14,11 +14,9 @@ import pytest
 import torch
 
 from gflkit.cli import main
-from gflkit.executors import WORKER_THREADS, run_grid, stored_runs
+from gflkit.executors import WORKER_THREADS, run_grid, stored_grid_records, stored_runs
 from gflkit.experiment import Run, RunConfig
 from gflkit.notebooks import NOTEBOOK_DIR
-from gflkit.papers.quickstart import PROFILES
-from gflkit.profiles import resolve_profile
 from gflkit.results import ResultStore
 from gflkit.runtime import Runtime
 
@@ -140,6 +138,16 @@ def test_stored_runs_are_the_grids_runs_the_store_holds_and_nothing_is_computed(
     assert stored_runs(grid, Runtime(device="cpu", store=ResultStore(tmp_path / "elsewhere"))) == []
     with pytest.raises(ValueError, match="needs a runtime with a result store"):
         stored_runs(grid, Runtime(device="cpu"))
+
+
+def test_stored_grid_records_read_the_stored_runs_and_name_what_is_missing(tmp_path):
+    grid = [Run(RunConfig(method=method, **SMALL), {"label": method}) for method in ("fedavg", "local")]
+    runtime = Runtime(device="cpu", store=ResultStore(tmp_path / "runs"))
+    with pytest.raises(ValueError, match="no small grid is stored under"):
+        stored_grid_records(grid, runtime, "small grid")
+    first = run_grid([grid[1]], runtime)
+    pd.testing.assert_frame_equal(stored_grid_records(grid, runtime, "small grid"), first)
+    assert len(list((tmp_path / "runs").iterdir())) == 1, "the fedavg run is not computed"
 
 
 @pytest.mark.parametrize("options, message", [

@@ -27,7 +27,7 @@ import pandas as pd
 
 from gflkit import metrics
 from gflkit.atomic import atomic_write_text
-from gflkit.executors import run_grid, stored_runs
+from gflkit.executors import stored_grid_records
 from gflkit.experiment import Run
 from gflkit.papers import append_seeds, committed_csvs, fedska, jgesr, sfl
 from gflkit.papers.comparison import Scoring, best_other_per_group
@@ -85,6 +85,10 @@ SECTIONS = ("benchmark",)
 #: seeds of later sessions are appended to (:func:`gflkit.papers.append_seeds`) and decided from.
 CLIENT_COLUMNS = ["variant", "setting", "seed", "client", "round", "accuracy_own", "accuracy_server", "accuracy_local",
                   "num_samples"]
+#: The score columns of ``clients.csv`` and their decimals (a client's accuracy is a count over at most a few
+#: hundred test samples: four decimals keep every score distinct and the file small).
+SCORE_COLUMNS = ["accuracy_own", "accuracy_server", "accuracy_local"]
+SCORE_DECIMALS = 4
 #: What identifies a row of ``clients.csv``.
 CLIENT_KEYS = ["variant", "setting", "seed", "client"]
 BASE = dict(dataset="mnist", num_clients=100, model="mclr", batch_size=32, lr=0.01, local_epochs=1, rounds=200,
@@ -209,22 +213,22 @@ def own_protocol_records(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def client_scores(records: pd.DataFrame) -> pd.DataFrame:
-    """The per-client rows (:data:`CLIENT_COLUMNS`) at each run's last round of :func:`own_protocol_records`."""
-    return metrics.reported_rows(records, ["variant", "setting", "seed"])[CLIENT_COLUMNS]
+    """The per-client rows (:data:`CLIENT_COLUMNS`) at each run's last round of :func:`own_protocol_records`,
+    scores to :data:`SCORE_DECIMALS` decimals."""
+    rows = metrics.reported_rows(records, ["variant", "setting", "seed"])[CLIENT_COLUMNS]
+    return rows.round({column: SCORE_DECIMALS for column in SCORE_COLUMNS})
 
 
 def stored_clients(profile: str, seeds: Sequence[int], runtime: Any, variants: Sequence[str] | None = None,
                    settings: Sequence[str] | None = None) -> pd.DataFrame:
     """:func:`client_scores` of the runs of ``profile``'s grid for ``seeds`` (optionally only ``variants``
-    and ``settings``) that ``runtime``'s store holds — nothing is computed, so a grid still running is read as
-    far as it got: the rows a later session appends to the committed ``clients.csv``.
+    and ``settings``) that ``runtime``'s store holds (:func:`~gflkit.executors.stored_grid_records`: nothing is
+    computed): the rows a later session appends to the committed ``clients.csv``.
     Raises ``ValueError`` when none is stored."""
     overrides = {key: list(chosen) for key, chosen in (("variants", variants), ("settings", settings)) if chosen}
     params = resolve_profile(PROFILES, profile, seeds=list(seeds), overrides=overrides)
-    runs = stored_runs(grids(params)["benchmark"], runtime)
-    if not runs:
-        raise ValueError(f"no {profile} run of seeds {list(seeds)} is stored under {runtime.store.root}")
-    return client_scores(own_protocol_records(run_grid(runs, runtime)))
+    records = stored_grid_records(grids(params)["benchmark"], runtime, f"{profile} run of seeds {list(seeds)}")
+    return client_scores(own_protocol_records(records))
 
 
 def seed_table(clients: pd.DataFrame) -> pd.DataFrame:
@@ -238,28 +242,49 @@ def seed_table(clients: pd.DataFrame) -> pd.DataFrame:
     return table.reindex(index=order, columns=[s for s in SETTINGS if s in table.columns]).fillna("—")
 
 
-def decide_from_clients(folder: Any) -> pd.DataFrame:
-    """:func:`headline_comparisons` read from a results folder's committed ``clients.csv`` (every seed it holds,
-    e.g. seeds measured in several sessions, whose result stores are gone)."""
-    clients = committed_csvs(folder, {"clients": "clients.csv"}, ["clients"], "benchmark")["clients"]
+def committed_clients(folders: Sequence[Any]) -> pd.DataFrame:
+    """The committed ``clients.csv`` rows of ``folders``, in order: one folder, or a one-seed folder followed by
+    the folders of its later seeds (each row once; :func:`gflkit.papers.append_seeds` checks that no two
+    folders hold a row, or that they agree on it)."""
+    if not folders:
+        raise ValueError("committed_clients needs at least one results folder")
+    frames = [committed_csvs(folder, {"clients": "clients.csv"}, ["clients"], "benchmark")["clients"]
+              for folder in folders]
+    clients = frames[0]
+    for later in frames[1:]:
+        clients = append_seeds(clients, later, CLIENT_KEYS)
+    return clients
+
+
+def decide_from_clients(folder: Any, earlier: Sequence[Any] = ()) -> pd.DataFrame:
+    """:func:`headline_comparisons` read from a results folder's committed ``clients.csv`` and those of the
+    ``earlier`` folders its seeds continue (e.g. ``benchmark_paper`` holds seeds 1–2 of the runs whose seed 0
+    ``benchmark_paper1`` holds): every seed, measured in sessions whose result stores are gone."""
+    clients = committed_clients([*earlier, folder])
     return headline_comparisons(clients, list(clients["variant"].unique()))
 
 
-#: What :func:`append_to_folder` writes beside ``clients.csv``, each derived from it alone.
+#: What :func:`append_to_folder` writes beside ``clients.csv``, each derived from the clients of the folder and
+#: the earlier folders it continues.
 DERIVED_FILES = {"seeds": "accuracy_own_protocol_seeds.csv", "headline": "headline_vs_best_baseline.csv"}
 
 
-def append_to_folder(folder: Any, later: pd.DataFrame) -> pd.DataFrame:
+def append_to_folder(folder: Any, later: pd.DataFrame, earlier: Sequence[Any] = ()) -> pd.DataFrame:
     """Later seeds' per-client rows (:func:`stored_clients`) appended to a results folder's ``clients.csv``
-    (:func:`gflkit.papers.append_seeds`: a row both hold must agree), and the tables derived from it rewritten
+    (:func:`gflkit.papers.append_seeds`: a row both hold must agree; rows the ``earlier`` folders hold are
+    checked against them and not written twice), and the tables derived from all of them rewritten
     (:data:`DERIVED_FILES`: :func:`seed_table`, :func:`decide_from_clients`). Every table is computed before
     anything is written, and each file is replaced atomically (:func:`gflkit.atomic.atomic_write_text`).
     Returns the headline table."""
     folder = Path(folder)
-    committed = committed_csvs(folder, {"clients": "clients.csv"}, ["clients"], "benchmark")["clients"]
-    clients = append_seeds(committed, later, CLIENT_KEYS)
+    clients = append_seeds(committed_clients([*earlier, folder]), later, CLIENT_KEYS)
+    if earlier:
+        held = committed_clients(earlier).set_index(CLIENT_KEYS).index
+        own = clients[~clients.set_index(CLIENT_KEYS).index.isin(held)]
+    else:
+        own = clients
     headline = headline_comparisons(clients, list(clients["variant"].unique()))
-    tables = {"clients.csv": clients.to_csv(index=False), DERIVED_FILES["seeds"]: seed_table(clients).to_csv(),
+    tables = {"clients.csv": own.to_csv(index=False), DERIVED_FILES["seeds"]: seed_table(clients).to_csv(),
               DERIVED_FILES["headline"]: headline.to_csv(index=False)}
     for name, text in tables.items():
         atomic_write_text(folder / name, text)

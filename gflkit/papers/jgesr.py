@@ -274,14 +274,12 @@ def stored_clients(profile: str, seeds: Sequence[int], runtime: Any) -> Any:
     computed, so a grid still running is read as far as it got) — the rows a later session appends to the
     committed ``table1_clients.csv`` before :func:`decide_from_clients`."""
     from gflkit import metrics
-    from gflkit.executors import run_grid, stored_runs
+    from gflkit.executors import stored_grid_records
     from gflkit.profiles import resolve_profile
 
     params = resolve_profile(PROFILES, profile, seeds=list(seeds))
-    runs = stored_runs(grids(params, ["table1"])["table1"], runtime)
-    if not runs:
-        raise ValueError(f"no Table 1 run of seeds {list(seeds)} is stored under {runtime.store.root}")
-    return metrics.reported_rows(run_grid(runs, runtime), ["s", "method", "seed"])[CLIENT_COLUMNS]
+    records = stored_grid_records(grids(params, ["table1"])["table1"], runtime, f"Table 1 run of seeds {list(seeds)}")
+    return metrics.reported_rows(records, ["s", "method", "seed"])[CLIENT_COLUMNS]
 
 
 #: The CSVs of a results folder that :func:`decide_from_clients` reads: Table 1's is required, the others

@@ -99,7 +99,8 @@ def test_standard_error_model_on_held_out_images():
     difference = held_out_difference(60.0, 56.0, 366)
     assert difference.estimate == pytest.approx(4.0)
     assert (difference.low, difference.high) == pytest.approx((4 - 7.1508, 4 + 7.1508), abs=1e-3)
-    assert difference.verdict is Verdict.INCONCLUSIVE and difference.model == "per-image standard error, 366 test images"
+    assert difference.verdict is Verdict.INCONCLUSIVE
+    assert difference.model == "per-image standard error, 366 test images of one seed: test-image sampling only, not a rerun"
     assert held_out_difference(70.0, 56.0, 366).verdict is Verdict.REPRODUCED
 
 

@@ -135,7 +135,7 @@ def test_claims_are_decided_in_the_module_on_measured_accuracies_without_the_not
         "not reproduced",   # the domain models are 6 points above
         "not reproduced",   # −5
         "reproduced", "reproduced"]
-    assert claims["noise model"].iloc[0] == "per-image standard error, 2000 test images"
+    assert claims["noise model"].iloc[0] == "per-image standard error, 2000 test images of one seed: test-image sampling only, not a rerun"
     assert "Bonferroni over 2 candidates" in claims["noise model"].iloc[6]
     assert "best other: domain_models 86.00" in claims["evidence"].iloc[6]
 

@@ -273,7 +273,8 @@ def held_out_difference(first: float, second: float, images: int, *, level: floa
     estimate = first - second
     half = stats.norm.ppf(0.5 + level / 2) * difference_noise((first + second) / 2, images)
     return Difference(estimate, estimate - half, estimate + half,
-                      f"per-image standard error, {images} test images{_level_text(level)}", images)
+                      f"per-image standard error, {images} test images of one seed{_level_text(level)}: "
+                      "test-image sampling only, not a rerun", images)
 
 
 @dataclass(frozen=True)

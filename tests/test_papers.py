@@ -469,3 +469,37 @@ def test_append_seeds_refuses_a_rerun_that_disagrees_and_frames_that_do_not_fit(
         append_seeds(committed, _client_rows(1, [1.0, 2.0]), ["round"])
     with pytest.raises(ValueError, match="later rows repeat the key"):
         append_seeds(committed, pd.concat([_client_rows(1, [1.0]), _client_rows(1, [2.0])]), keys)
+
+
+def test_fedska_append_to_folder_rebuilds_the_committed_paper1_folder_from_a_seed_split(tmp_path):
+    """Split the committed ``fedska_paper1`` rows into an earlier folder (without seed 3) and a later notebook
+    run (seeds 2–3): appending the second to the first gives back every committed table and the claims."""
+    import shutil
+    from pathlib import Path
+
+    import pandas as pd
+
+    from gflkit.papers import fedska
+
+    committed = Path(__file__).parent.parent / "docs" / "results" / "fedska_paper1"
+    earlier, later = tmp_path / "earlier", tmp_path / "later"
+    shutil.copytree(committed, earlier)
+    later.mkdir()
+    for name in fedska.CLAIM_FILES.values():
+        rows = pd.read_csv(committed / name)
+        rows[rows["seed"] != 3].to_csv(earlier / name, index=False)
+        rows[rows["seed"].isin([2, 3])].to_csv(later / name, index=False)
+    verdicts = fedska.append_to_folder(earlier, later, "paper1")
+    for name in ["table1.csv", "table1_paper_vs_measured.csv", "table3.csv", "figure4_k.csv", "claims.csv"]:
+        pd.testing.assert_frame_equal(pd.read_csv(earlier / name), pd.read_csv(committed / name), check_dtype=False,
+                                      rtol=1e-9, obj=name)
+    for key, name in fedska.CLAIM_FILES.items():  # the same rows, the later seeds' last
+        rebuilt, rows = (pd.read_csv(folder / name).sort_values(fedska.CLAIM_KEYS[key], ignore_index=True)
+                         for folder in (earlier, committed))
+        pd.testing.assert_frame_equal(rebuilt, rows, obj=name)
+    pd.testing.assert_frame_equal(verdicts, fedska.decide_from_clients(committed, "paper1"))
+    table1 = pd.read_csv(later / "table1_clients.csv")
+    table1.loc[table1.index[0], "accuracy"] += 1.0
+    table1.to_csv(later / "table1_clients.csv", index=False)
+    with pytest.raises(ValueError, match="differs"):  # a rerun must give the committed rows of its seeds
+        fedska.append_to_folder(earlier, later, "paper1")

@@ -21,8 +21,10 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from gflkit import metrics
+from gflkit.atomic import atomic_write_text
 from gflkit.experiment import Run, RunConfig
-from gflkit.papers import Claim, check_claim, claims_table, committed_csvs, standing
+from gflkit.papers import (Claim, append_seeds, check_claim, claims_table, committed_csvs, paper_vs_measured,
+                           reported, standing)
 from gflkit.papers.comparison import (Scoring, best_other_per_group, compare, compare_per_group,
                                       compare_with_best_other, every, seed_difference,
                                       spread_within)
@@ -293,6 +295,69 @@ def claims(records: pd.DataFrame, ablation: pd.DataFrame, ran: Sequence[str], pr
 #: the figures' optional (a figure's claim is "not run" without its file).
 CLAIM_FILES = {"records": "table1_clients.csv", "ablation": "table3_clients.csv", "area": "area_clients.csv",
                "k_records": "k_clients.csv", "edge_weights": "edge_weights.csv"}
+
+
+#: What identifies a row of each per-seed CSV of :data:`CLAIM_FILES`.
+CLAIM_KEYS = {"records": ["q", "method", "seed", "client"], "ablation": ["q", "setting", "seed", "client"],
+              "area": ["q", "method", "seed", "client"], "k_records": ["q", "k", "seed", "client"],
+              "edge_weights": ["q", "seed"]}
+
+
+def table1_tables(records: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table 1 from its per-client records (any number of seeds): the summary by ``q`` and method
+    (``table1.csv``: :func:`gflkit.metrics.final_summary`) and the paper-vs-measured table on MNIST
+    (``table1_paper_vs_measured.csv``: mean over seeds, its standard deviation, the number of seeds)."""
+    summary = metrics.final_summary(records, value="accuracy", by=("q", "method"))
+    measured = metrics.long_summary(summary, ["q", "method"])
+    measured["setting"] = "shards_" + measured["q"].astype(str)
+    compared = paper_vs_measured(measured, reported("fedska", "table1").query("dataset == 'mnist'"),
+                                 on=["setting", "method", "metric"])
+    return summary, compared
+
+
+def table3_table(ablation: pd.DataFrame) -> pd.DataFrame:
+    """Table 3 (``table3.csv``) from the ablation's per-client records: each row's mean over clients, its
+    standard deviation over seeds and their number, beside the paper's MNIST value."""
+    summary = metrics.final_summary(ablation, value="accuracy", by=("q", "setting"))
+    measured = summary.drop(columns="std").rename(columns={"mean": "value", "mean_std": "std", "num_seeds": "seeds"})
+    table = paper_vs_measured(measured, reported("fedska", "table3").query("dataset == 'mnist'"), on=["setting"])
+    table.insert(0, "q", summary["q"].values)
+    return table
+
+
+def k_table(k_records: pd.DataFrame) -> pd.DataFrame:
+    """Figure 4's sensitivity to k (``figure4_k.csv``): the final summary by ``q`` and ``k``."""
+    return metrics.final_summary(k_records, value="accuracy", by=("q", "k"))
+
+
+def append_to_folder(folder: str | Path, later: str | Path, profile: str) -> pd.DataFrame:
+    """A notebook run over later seeds (its results folder ``later``) appended to a results folder's committed
+    per-seed CSVs (:data:`CLAIM_FILES`; :func:`gflkit.papers.append_seeds`: a row both hold must agree, so a
+    later run may repeat committed seeds), then the tables that summarise them (:func:`table1_tables`,
+    :func:`table3_table`, :func:`k_table`) and the claims (:func:`decide_from_clients`) rewritten from the
+    merged rows. Everything is computed before anything is written; each file is replaced atomically.
+    Returns the claims table."""
+    folder, later = Path(folder), Path(later)
+    committed = committed_csvs(folder, CLAIM_FILES, ["records", "ablation"], "fedska")
+    new = committed_csvs(later, CLAIM_FILES, [], "fedska")
+    merged = {}
+    for name, rows in committed.items():
+        if rows is None or new[name] is None:
+            merged[name] = new[name] if rows is None else rows
+        else:
+            merged[name] = append_seeds(rows, new[name][rows.columns], CLAIM_KEYS[name])
+    summary, compared = table1_tables(merged["records"])
+    tables = {CLAIM_FILES[name]: rows for name, rows in merged.items() if rows is not None}
+    tables.update({"table1.csv": summary, "table1_paper_vs_measured.csv": compared,
+                   "table3.csv": table3_table(merged["ablation"])})
+    if merged["k_records"] is not None:
+        tables["figure4_k.csv"] = k_table(merged["k_records"])
+    records, ablation = merged.pop("records"), merged.pop("ablation")
+    verdicts = claims_table(claims(records, ablation, sorted(records["method"].unique()), profile, **merged))
+    tables["claims.csv"] = verdicts
+    for name, frame in tables.items():
+        atomic_write_text(folder / name, frame.to_csv(index=False))
+    return verdicts
 
 
 def decide_from_clients(folder: str | Path, profile: str) -> pd.DataFrame:

@@ -231,6 +231,27 @@ def label_distribution(labels: Tensor, parts: list[Tensor], num_classes: int, ax
     return ax
 
 
+def seed_means(frame: pd.DataFrame, x: str = "method", y: str = "mean", seed: str = "seed",
+               order: Sequence[str] | None = None, ax: Axes | None = None) -> Axes:
+    """Each ``x`` category's per-seed values of ``y`` as dots (one per ``seed``, side by side) and their
+    mean as a horizontal bar: how far a rerun moves a number, next to the gaps between categories.
+
+    ``order``: the categories from left to right (default: sorted); one absent from ``frame`` is skipped.
+    """
+    _require(frame, x=x, y=y, seed=seed)
+    ax = _axes(ax)
+    present = set(frame[x])
+    categories = [c for c in (order if order is not None else sorted(present)) if c in present]
+    for position, category in enumerate(categories):
+        values = frame.loc[frame[x] == category].sort_values(seed)[y].to_numpy(dtype=np.float64)
+        offsets = np.linspace(-0.2, 0.2, len(values)) if len(values) > 1 else np.zeros(1)
+        ax.scatter(position + offsets, values, s=14, color="tab:blue", zorder=3)
+        ax.plot([position - 0.3, position + 0.3], [values.mean()] * 2, color="black", linewidth=1.5)
+    ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=45, ha="right")
+    ax.set_ylabel(y)
+    return ax
+
+
 def save_figure(fig: Figure, path: str | Path, dpi: int = 150) -> Path:
     """Save ``fig`` to ``path`` (format from the suffix, e.g. ``.png``) at ``dpi``, creating parent folders.
 

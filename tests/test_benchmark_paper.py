@@ -257,3 +257,13 @@ def test_client_scores_round_to_the_files_decimals():
     rows = benchmark.client_scores(benchmark.own_protocol_records(records))
     assert rows[["round", "accuracy_own", "accuracy_server", "accuracy_local"]].values.tolist() == [
         [2, 33.3333, 33.3333, 66.6667]]
+
+
+def test_seed_means_are_each_runs_client_mean():
+    import pandas as pd
+
+    rows = pd.DataFrame([{"variant": "fedavg", "setting": "shards q=2", "seed": seed, "client": c, "round": 4,
+                          "accuracy_own": 80.0 + seed + 2 * c, "num_samples": 10} for seed in (0, 1) for c in range(2)])
+    means = benchmark.seed_means(rows)
+    assert means.to_dict("records") == [{"method": "fedavg", "setting": "shards q=2", "seed": 0, "mean": 81.0},
+                                        {"method": "fedavg", "setting": "shards q=2", "seed": 1, "mean": 82.0}]

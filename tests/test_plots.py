@@ -143,3 +143,17 @@ def test_save_figure_creates_parents(tmp_path) -> None:
     assert path.exists() and path.stat().st_size > 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert plt.fignum_exists(fig.number)  # left open for the caller
+
+
+def test_seed_means_one_dot_per_seed_and_a_mean_bar_per_category() -> None:
+    frame = pd.DataFrame({"method": ["b", "b", "b", "a", "c"], "seed": [2, 0, 1, 0, 0],
+                          "mean": [90.0, 92.0, 94.0, 80.0, 70.0]})
+    ax = plots.seed_means(frame, order=["c", "b", "a", "absent"])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["c", "b", "a"]
+    dots = [collection.get_offsets() for collection in ax.collections]
+    assert [len(d) for d in dots] == [1, 3, 1]
+    assert dots[1][:, 1].tolist() == [92.0, 94.0, 90.0], "seeds in order, left to right"
+    assert [line.get_ydata()[0] for line in ax.lines] == [70.0, 92.0, 80.0]
+    with pytest.raises(ValueError, match="seed column 'run'"):
+        plots.seed_means(frame, seed="run")
+    plt.close("all")

@@ -256,6 +256,14 @@ def committed_clients(folders: Sequence[Any]) -> pd.DataFrame:
     return clients
 
 
+def seed_means(clients: pd.DataFrame) -> pd.DataFrame:
+    """Each run's mean own-protocol accuracy over its clients (columns ``method``, ``setting``, ``seed``,
+    ``mean``) from per-client rows (:data:`CLIENT_COLUMNS`): what :func:`gflkit.plots.seed_means` draws, one
+    dot per seed."""
+    means = clients.groupby(["variant", "setting", "seed"], as_index=False)["accuracy_own"].mean()
+    return means.rename(columns={"variant": "method", "accuracy_own": "mean"})
+
+
 def decide_from_clients(folder: Any, earlier: Sequence[Any] = ()) -> pd.DataFrame:
     """:func:`headline_comparisons` read from a results folder's committed ``clients.csv`` and those of the
     ``earlier`` folders its seeds continue (e.g. ``benchmark_paper`` holds seeds 1–2 of the runs whose seed 0

@@ -531,7 +531,7 @@ def _check_computable(config: RunConfig, device: torch.device) -> None:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"run {config.method} seed={config.seed} is not stored under device 'cuda' and torch "
                            f"sees no CUDA GPU here: compute it on a GPU machine and bring its results folder "
-                           f"back (benchmarks/sfl_paper_gpu.py shows how), or choose device 'cpu' (runs stored "
+                           f"back (benchmarks/paper_gpu.py shows how), or choose device 'cpu' (runs stored "
                            f"under 'cpu' are separate)")
 
 

@@ -141,7 +141,7 @@ def test_a_later_seed_of_some_variants_only_is_decided_on_the_seeds_each_claim_s
     assert best["verdict"] == "inconclusive" and best["noise model"].startswith("Student t over 2 seeds")
     assert best["evidence"] == (f"SFL* ranks 1 of 6 ({mean['sfl_star'].mean():.2f} %); best other: FedPer "
                                 f"{mean['fedper', 0]:.2f} (means over each method's seeds; 2 seeds: sfl, sfl_star; "
-                                "1 seed: fedatt, fedavg, fedper, lg_fedavg)")
+                                "1 seed: fedatt, fedavg, fedper, lg_fedavg); the interval is SFL* vs SFL")
 
 
 def test_committed_gpu_claims_are_decided_from_the_committed_per_client_csvs():
@@ -154,6 +154,46 @@ def test_committed_gpu_claims_are_decided_from_the_committed_per_client_csvs():
     pd.testing.assert_frame_equal(decided.astype(str), pd.read_csv(folder / "claims.csv").astype(str))
     assert decided.set_index("claim")["verdict"]["SFL+LG and SFL+Per both beat SFL (Table 4)"] == "reproduced"
 
+
+
+def test_append_to_folder_rebuilds_the_committed_gpu_folder_from_its_earlier_seeds(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    import pandas as pd
+
+    committed = Path(__file__).resolve().parents[1] / "docs" / "results" / "sfl_paper_gpu"
+    folder = tmp_path / "sfl_paper_gpu"
+    shutil.copytree(committed, folder)
+    table3 = pd.read_csv(committed / "table3_clients.csv")
+    later = (table3["method"] == "lg_fedavg") & (table3["seed"] > 0)
+    assert later.sum() == 200, "the committed folder holds LG-FedAvg's seeds 1-2 (a GPU session's runs)"
+    table3[~later].to_csv(folder / "table3_clients.csv", index=False)
+    (folder / "claims.csv").unlink()
+    verdicts = sfl.append_to_folder(folder, table3[later], "paper")
+    for name in ("table3_clients.csv", "table4_clients.csv", "table3_paper_vs_measured.csv",
+                 "table4_paper_vs_measured.csv", "claims.csv"):
+        assert (folder / name).read_text() == (committed / name).read_text(), name
+    pd.testing.assert_frame_equal(verdicts.astype(str), pd.read_csv(committed / "claims.csv").astype(str))
+    table4 = pd.read_csv(folder / "table4_clients.csv")
+    assert "lg_fedavg" not in set(table4["method"]), "a run goes only to the tables whose variants hold it"
+
+
+def test_append_to_folder_refuses_a_disagreeing_row_and_writes_nothing(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    import pandas as pd
+
+    committed = Path(__file__).resolve().parents[1] / "docs" / "results" / "sfl_paper_gpu"
+    folder = tmp_path / "sfl_paper_gpu"
+    shutil.copytree(committed, folder)
+    table3 = pd.read_csv(committed / "table3_clients.csv")
+    changed = table3[(table3["method"] == "fedavg") & (table3["seed"] == 0)].assign(accuracy=lambda r: r["accuracy"] + 1)
+    with pytest.raises(ValueError, match="fedavg"):
+        sfl.append_to_folder(folder, changed, "paper")
+    for name in sorted(p.name for p in committed.iterdir()):
+        assert (folder / name).read_text() == (committed / name).read_text(), name
 
 
 def test_committed_ci_claims_are_decided_from_the_committed_per_client_csvs():

@@ -35,8 +35,10 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from gflkit import metrics
+from gflkit.atomic import atomic_write_text
 from gflkit.experiment import Run
-from gflkit.papers import Claim, Verdict, check_claim, claims_table, committed_csvs, paper_vs_measured, reported, standing
+from gflkit.papers import (Claim, Verdict, append_seeds, check_claim, claims_table, committed_csvs, paper_vs_measured,
+                           reported, standing)
 from gflkit.papers.comparison import (best_other, compare, compare_with_best_other, every, on_shared_seeds,
                                       uneven_seeds)
 from gflkit.profiles import Profile, chosen_sections, known_names
@@ -277,9 +279,11 @@ def claims(table3: pd.DataFrame, table4: pd.DataFrame, mixing: pd.DataFrame, tim
         rows = table3[table3["method"].isin(list(table3_methods))]
         other, difference = compare_with_best_other(rows, "sfl_star")
         accuracy, uneven = final_means(rows), uneven_seeds(rows)
-        return difference, (f"SFL* {standing(accuracy, 'sfl_star')}; best other: "
-                            f"{means(rows, *best_other(accuracy, 'sfl_star'))}"
-                            + (f" (means over each method's seeds; {uneven})" if uneven else ""))
+        best = best_other(accuracy, "sfl_star")
+        # the interval is SFL* against the candidate compared over the most seeds among those that decide
+        deciding = "" if other in best else f"; the interval is SFL* vs {LABELS[other]}"
+        return difference, (f"SFL* {standing(accuracy, 'sfl_star')}; best other: {means(rows, *best)}"
+                            + (f" (means over each method's seeds; {uneven})" if uneven else "") + deciding)
 
     def fedatt_below_fedavg() -> tuple[Any, str]:
         shared = on_shared_seeds(table3, ["fedatt", "fedavg"])
@@ -330,9 +334,44 @@ def decide_from_clients(folder: str | Path, profile: str, table3_methods: Sequen
     """The claims table of :func:`claims` read from a folder's committed CSVs: ``table3_clients.csv`` and, where
     present, ``table4_clients.csv``, ``graph_mixing_clients.csv`` and ``table5_timing.csv`` (a missing one
     leaves its claims "not run")."""
-    frames = committed_csvs(folder, CLAIM_FILES, ["table3"], "sfl")
+    return _claims_from_frames(committed_csvs(folder, CLAIM_FILES, ["table3"], "sfl"), profile, table3_methods)
+
+
+def _claims_from_frames(frames: dict[str, pd.DataFrame | None], profile: str,
+                        table3_methods: Sequence[str] = TABLE3) -> pd.DataFrame:
+    """:func:`decide_from_clients` on the frames of :data:`CLAIM_FILES` (None for a missing optional one)."""
     empty = {"table4": CLIENT_COLUMNS, "mixing": [*CLIENT_COLUMNS, "reading"],
              "timing": ["method", "layers", "aggregation_share_min_%", "aggregation_share_max_%"]}
     table4, mixing, timing = (pd.DataFrame(columns=columns) if frames[name] is None else frames[name]
                               for name, columns in empty.items())
     return claims_table(claims(frames["table3"], table4, mixing, timing, profile, table3_methods))
+
+
+#: What identifies a row of ``table3_clients.csv`` / ``table4_clients.csv``.
+CLIENT_KEYS = ["method", "seed", "client"]
+
+
+def append_to_folder(folder: str | Path, records: pd.DataFrame, profile: str,
+                     tables: dict[str, Sequence[str]] | None = None) -> pd.DataFrame:
+    """Later runs' records of Tables 3 / 4 (every round, labelled as :func:`grids` labels them: ``variant``,
+    ``dataset``) appended to a results folder's committed per-client CSVs (:data:`CLAIM_FILES`): each run's
+    last-round rows go to every table whose variants hold it (``tables``: table → variants, default
+    :data:`TABLE3` and :data:`TABLE4`), through :func:`gflkit.papers.append_seeds` (a row both hold must
+    agree). The paper-vs-measured tables (:func:`mnist_vs_paper`) and the claims (:func:`decide_from_clients`)
+    are then rewritten from the merged rows. Everything is computed before anything is written; each file is
+    replaced atomically.
+    Returns the claims table."""
+    folder = Path(folder)
+    tables = tables or {"table3": TABLE3, "table4": TABLE4}
+    later = metrics.reported_rows(records, ["variant", "seed"])[CLIENT_COLUMNS]
+    frames = committed_csvs(folder, CLAIM_FILES, list(tables), "sfl")
+    files = {}
+    for table, variants in tables.items():
+        frames[table] = append_seeds(frames[table], later[later["method"].isin(list(variants))], CLIENT_KEYS)
+        files[CLAIM_FILES[table]] = frames[table].to_csv(index=False)
+        files[f"{table}_paper_vs_measured.csv"] = mnist_vs_paper(frames[table], table, variants).to_csv()
+    verdicts = _claims_from_frames(frames, profile)
+    files["claims.csv"] = verdicts.to_csv(index=False)
+    for name, text in files.items():
+        atomic_write_text(folder / name, text)
+    return verdicts

@@ -27,7 +27,10 @@ Usage, from the project root on the GPU machine (the MNIST files copied to ``.de
     SMALL=1 DEVICE=cpu python benchmarks/paper_gpu.py sfl_star benchmark:local:a0.1@1   # the dry run, on a CPU
 
 Measured (H100, docs/results.md): two SFL queues side by side took 235-250 s a run against 133-138 s for
-one run alone, so concurrency gains 6-10 % throughput on SFL's CNN; plan on one SFL queue.
+one run alone, so concurrency gains 6-10 % throughput on SFL's CNN; plan on one SFL queue. Beside one SFL
+queue (H200, 2026-11-28), two benchmark queues took 45-129 s a cell (MOON, pFedGraph, FedAvg at q = 2; a CPU
+core takes about 5 min) while SFL's LG-FedAvg took 156-163 s instead of 109 s; one SCAFFOLD cell had not
+finished after 440 s. The benchmark's MCLR cells are launch-bound: a GPU gains only a few-fold over a core.
 """
 from __future__ import annotations
 
@@ -192,10 +195,9 @@ def main(queues: list[str]) -> None:
     if not queues:
         sys.exit(__doc__)
     os.makedirs(OUT, exist_ok=True)
-    for queue in queues:
-        [parse_entry(text) for text in queue.split(",")]
+    entries = [parse_entry(text) for queue in queues for text in queue.split(",")]  # exits on a bad one
     log("torch", torch.__version__, DEVICE, torch.cuda.get_device_name(0) if DEVICE == "cuda" else "",
-        "queues", len(queues), "entries", sum(len(q.split(",")) for q in queues))
+        "queues", len(queues), "entries", len(entries))
     processes = [subprocess.Popen([sys.executable, __file__, "--queue", str(index), queue])
                  for index, queue in enumerate(queues)]
     while any(process.poll() is None for process in processes):

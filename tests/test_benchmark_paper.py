@@ -154,22 +154,23 @@ def test_decide_from_clients_gives_the_committed_headline_table(folder):
         seeds = benchmark.seed_table(benchmark.committed_clients([*earlier, results / folder]))
         committed_seeds = pd.read_csv(results / folder / benchmark.DERIVED_FILES["seeds"], index_col=0)
         pd.testing.assert_frame_equal(seeds, committed_seeds, check_names=False)
-    clients = pd.read_csv(results / folder / "clients.csv")
+    clients = benchmark.folder_clients(results / folder)
     assert list(clients.columns) == benchmark.CLIENT_COLUMNS and not clients.duplicated(benchmark.CLIENT_KEYS).any()
 
 
-def test_the_paper_folder_holds_only_the_later_seeds_at_four_decimals():
+def test_the_paper_folder_holds_only_the_later_seeds_at_four_decimals_one_small_file_each():
     from pathlib import Path
 
-    import pandas as pd
-
     results = Path(__file__).parent.parent / "docs" / "results"
-    one_seed = pd.read_csv(results / "benchmark_paper1" / "clients.csv")
-    later = pd.read_csv(results / "benchmark_paper" / "clients.csv")
+    one_seed = benchmark.folder_clients(results / "benchmark_paper1")
+    later = benchmark.folder_clients(results / "benchmark_paper")
     assert set(one_seed["seed"]) == {0} and set(later["seed"]) == {1, 2}
     scores = later[benchmark.SCORE_COLUMNS]
     assert (scores.round(benchmark.SCORE_DECIMALS) == scores).all().all()
-    assert (results / "benchmark_paper" / "clients.csv").stat().st_size < 1 << 20, "a summary, not a store"
+    files = sorted(path.name for path in (results / "benchmark_paper").glob(benchmark.CLIENT_FILE_PATTERN))
+    assert files == ["clients_seed1.csv", "clients_seed2.csv"]
+    for name in files:
+        assert (results / "benchmark_paper" / name).stat().st_size < 1 << 20, "a summary, not a store"
 
 
 def test_seed_table_shows_mean_and_spread_over_seeds_and_their_number():
@@ -213,7 +214,9 @@ def test_append_to_folder_adds_the_later_seeds_and_rewrites_what_derives_from_th
     seed_0.to_csv(tmp_path / "clients.csv", index=False)
     later = rows([1, 2])
     headline = benchmark.append_to_folder(tmp_path, later)
-    clients = pd.read_csv(tmp_path / "clients.csv")
+    assert sorted(path.name for path in tmp_path.glob("clients*.csv")) == [
+        "clients_seed0.csv", "clients_seed1.csv", "clients_seed2.csv"], "one file per seed replaces clients.csv"
+    clients = benchmark.folder_clients(tmp_path)
     assert clients.groupby("variant")["seed"].nunique().to_dict() == {"ditto": 3, "fedska": 3}
     pd.testing.assert_frame_equal(benchmark.decide_from_clients(tmp_path), headline)
     assert headline["noise model"].item().startswith("Student t over 3 seeds")
@@ -221,7 +224,7 @@ def test_append_to_folder_adds_the_later_seeds_and_rewrites_what_derives_from_th
     assert table.loc["fedska", "shards q=2"].endswith("(3 seeds)")
     with pytest.raises(ValueError, match="differs"):  # a seed rerun must give the rows committed for it
         benchmark.append_to_folder(tmp_path, later.assign(accuracy_own=later["accuracy_own"] + 1.0))
-    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "clients.csv"), clients)
+    pd.testing.assert_frame_equal(benchmark.folder_clients(tmp_path), clients)
 
 
 def test_a_folder_that_continues_another_writes_only_its_own_seeds(tmp_path):
@@ -238,7 +241,7 @@ def test_a_folder_that_continues_another_writes_only_its_own_seeds(tmp_path):
     rows[rows["seed"] == 0].to_csv(one_seed / "clients.csv", index=False)
     rows[rows["seed"] == 1].to_csv(later / "clients.csv", index=False)
     headline = benchmark.append_to_folder(later, rows[rows["seed"] >= 1], earlier=[one_seed])
-    written = pd.read_csv(later / "clients.csv")
+    written = benchmark.folder_clients(later)
     assert set(written["seed"]) == {1, 2} and len(written) == 32, "seed 0 stays in the folder that holds it"
     assert headline["noise model"].item().startswith("Student t over 3 seeds")
     pd.testing.assert_frame_equal(benchmark.decide_from_clients(later, [one_seed]), headline)
@@ -246,6 +249,23 @@ def test_a_folder_that_continues_another_writes_only_its_own_seeds(tmp_path):
         benchmark.append_to_folder(later, rows[rows["seed"] == 0].assign(accuracy_own=0.0), earlier=[one_seed])
     with pytest.raises(ValueError, match="at least one results folder"):
         benchmark.committed_clients([])
+
+
+def test_folder_clients_reads_a_row_two_files_hold_once_and_refuses_one_they_disagree_on(tmp_path):
+    import pandas as pd
+
+    rows = pd.DataFrame([{"variant": "fedavg", "setting": "shards q=2", "seed": seed, "client": c, "round": 200,
+                          "accuracy_own": 90.0 + seed + c, "accuracy_server": 0.0, "accuracy_local": 0.0,
+                          "num_samples": 10} for seed in (0, 1) for c in range(3)])
+    with pytest.raises(FileNotFoundError, match="lacks clients.csv"):
+        benchmark.folder_clients(tmp_path)
+    rows.to_csv(tmp_path / "clients.csv", index=False)  # a kill after the seed files, before clients.csv went
+    for seed, part in rows.groupby("seed"):
+        part.to_csv(tmp_path / f"clients_seed{seed}.csv", index=False)
+    pd.testing.assert_frame_equal(benchmark.folder_clients(tmp_path), rows)
+    rows.assign(accuracy_own=0.0)[rows["seed"] == 1].to_csv(tmp_path / "clients_seed1.csv", index=False)
+    with pytest.raises(ValueError, match="differs"):
+        benchmark.folder_clients(tmp_path)
 
 
 def test_client_scores_round_to_the_files_decimals():

@@ -29,7 +29,7 @@ from gflkit import metrics
 from gflkit.atomic import atomic_write_text
 from gflkit.executors import stored_grid_records
 from gflkit.experiment import Run
-from gflkit.papers import append_seeds, committed_csvs, fedska, jgesr, sfl
+from gflkit.papers import append_seeds, fedska, jgesr, sfl
 from gflkit.papers.comparison import Scoring, best_other_per_group
 from gflkit.papers.ranking import average_ranks, friedman, nemenyi_critical_difference, separated_pairs
 from gflkit.profiles import Profile, chosen_sections, known_names, resolve_profile
@@ -81,8 +81,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
 #: Friedman's test and the Nemenyi difference count it once (:func:`independent_settings`).
 TWINS: dict[str, str] = {"noisy uplink s=0.1, q=5": "shards q=5"}
 SECTIONS = ("benchmark",)
-#: The per-seed, per-client scores at the last round a results folder commits (``clients.csv``): what the
-#: seeds of later sessions are appended to (:func:`gflkit.papers.append_seeds`) and decided from.
+#: The per-seed, per-client scores at the last round a results folder commits (``clients.csv``, or one file per
+#: seed: :data:`SEED_CLIENT_FILE`): what the seeds of later sessions are appended to
+#: (:func:`gflkit.papers.append_seeds`) and decided from.
 CLIENT_COLUMNS = ["variant", "setting", "seed", "client", "round", "accuracy_own", "accuracy_server", "accuracy_local",
                   "num_samples"]
 #: The score columns of ``clients.csv`` and their decimals (a client's accuracy is a count over at most a few
@@ -91,6 +92,11 @@ SCORE_COLUMNS = ["accuracy_own", "accuracy_server", "accuracy_local"]
 SCORE_DECIMALS = 4
 #: What identifies a row of ``clients.csv``.
 CLIENT_KEYS = ["variant", "setting", "seed", "client"]
+#: The per-seed files :func:`append_to_folder` writes the rows of a folder into (one seed of the six settings'
+#: 19 methods × 100 clients is about 0.6 MiB: one file for all seeds would outgrow a readable summary), and the
+#: pattern that finds them beside a notebook's ``clients.csv``.
+SEED_CLIENT_FILE = "clients_seed{seed}.csv"
+CLIENT_FILE_PATTERN = "clients*.csv"
 BASE = dict(dataset="mnist", num_clients=100, model="mclr", batch_size=32, lr=0.01, local_epochs=1, rounds=200,
             eval_every=5)
 
@@ -242,14 +248,27 @@ def seed_table(clients: pd.DataFrame) -> pd.DataFrame:
     return table.reindex(index=order, columns=[s for s in SETTINGS if s in table.columns]).fillna("—")
 
 
+def folder_clients(folder: Any) -> pd.DataFrame:
+    """One results folder's per-client rows: its ``clients.csv`` (what the notebook writes) and its per-seed
+    files ``clients_seed<N>.csv`` (what :func:`append_to_folder` writes), each row once (a row two files hold
+    must agree: :func:`gflkit.papers.append_seeds`). ``FileNotFoundError`` when it holds none."""
+    files = sorted(Path(folder).glob(CLIENT_FILE_PATTERN), key=lambda path: (len(path.name), path.name))
+    if not files:
+        raise FileNotFoundError(f"{folder} lacks clients.csv (or {SEED_CLIENT_FILE.format(seed='<N>')}), which "
+                                "the benchmark notebook writes and benchmark.append_to_folder extends")
+    clients = pd.read_csv(files[0])
+    for file in files[1:]:
+        clients = append_seeds(clients, pd.read_csv(file), CLIENT_KEYS)
+    return clients
+
+
 def committed_clients(folders: Sequence[Any]) -> pd.DataFrame:
-    """The committed ``clients.csv`` rows of ``folders``, in order: one folder, or a one-seed folder followed by
-    the folders of its later seeds (each row once; :func:`gflkit.papers.append_seeds` checks that no two
-    folders hold a row, or that they agree on it)."""
+    """The committed per-client rows (:func:`folder_clients`) of ``folders``, in order: one folder, or a one-seed
+    folder followed by the folders of its later seeds (each row once; :func:`gflkit.papers.append_seeds` checks
+    that no two folders hold a row, or that they agree on it)."""
     if not folders:
         raise ValueError("committed_clients needs at least one results folder")
-    frames = [committed_csvs(folder, {"clients": "clients.csv"}, ["clients"], "benchmark")["clients"]
-              for folder in folders]
+    frames = [folder_clients(folder) for folder in folders]
     clients = frames[0]
     for later in frames[1:]:
         clients = append_seeds(clients, later, CLIENT_KEYS)
@@ -272,18 +291,20 @@ def decide_from_clients(folder: Any, earlier: Sequence[Any] = ()) -> pd.DataFram
     return headline_comparisons(clients, list(clients["variant"].unique()))
 
 
-#: What :func:`append_to_folder` writes beside ``clients.csv``, each derived from the clients of the folder and
+#: What :func:`append_to_folder` writes beside the per-client rows, each derived from the clients of the folder and
 #: the earlier folders it continues.
 DERIVED_FILES = {"seeds": "accuracy_own_protocol_seeds.csv", "headline": "headline_vs_best_baseline.csv"}
 
 
 def append_to_folder(folder: Any, later: pd.DataFrame, earlier: Sequence[Any] = ()) -> pd.DataFrame:
-    """Later seeds' per-client rows (:func:`stored_clients`) appended to a results folder's ``clients.csv``
+    """Later seeds' per-client rows (:func:`stored_clients`) appended to a results folder's rows
     (:func:`gflkit.papers.append_seeds`: a row both hold must agree; rows the ``earlier`` folders hold are
     checked against them and not written twice), and the tables derived from all of them rewritten
-    (:data:`DERIVED_FILES`: :func:`seed_table`, :func:`decide_from_clients`). Every table is computed before
-    anything is written, and each file is replaced atomically (:func:`gflkit.atomic.atomic_write_text`).
-    Returns the headline table."""
+    (:data:`DERIVED_FILES`: :func:`seed_table`, :func:`decide_from_clients`). The folder's rows are written one
+    file per seed (:data:`SEED_CLIENT_FILE`); a ``clients.csv`` they replace is removed last, so a kill in
+    between leaves rows that agree in two files, which :func:`folder_clients` reads once. Every table is
+    computed before anything is written, and each file is replaced atomically
+    (:func:`gflkit.atomic.atomic_write_text`). Returns the headline table."""
     folder = Path(folder)
     clients = append_seeds(committed_clients([*earlier, folder]), later, CLIENT_KEYS)
     if earlier:
@@ -292,8 +313,10 @@ def append_to_folder(folder: Any, later: pd.DataFrame, earlier: Sequence[Any] = 
     else:
         own = clients
     headline = headline_comparisons(clients, list(clients["variant"].unique()))
-    tables = {"clients.csv": own.to_csv(index=False), DERIVED_FILES["seeds"]: seed_table(clients).to_csv(),
-              DERIVED_FILES["headline"]: headline.to_csv(index=False)}
+    tables = {SEED_CLIENT_FILE.format(seed=seed): rows.to_csv(index=False) for seed, rows in own.groupby("seed")}
+    tables |= {DERIVED_FILES["seeds"]: seed_table(clients).to_csv(),
+               DERIVED_FILES["headline"]: headline.to_csv(index=False)}
     for name, text in tables.items():
         atomic_write_text(folder / name, text)
+    (folder / "clients.csv").unlink(missing_ok=True)
     return headline

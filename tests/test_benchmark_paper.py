@@ -283,7 +283,89 @@ def test_seed_means_are_each_runs_client_mean():
     import pandas as pd
 
     rows = pd.DataFrame([{"variant": "fedavg", "setting": "shards q=2", "seed": seed, "client": c, "round": 4,
-                          "accuracy_own": 80.0 + seed + 2 * c, "num_samples": 10} for seed in (0, 1) for c in range(2)])
+                          "accuracy_own": 80.0 + seed + 2 * c, "num_samples": 100} for seed in (0, 1) for c in range(2)])
     means = benchmark.seed_means(rows)
     assert means.to_dict("records") == [{"method": "fedavg", "setting": "shards q=2", "seed": 0, "mean": 81.0},
                                         {"method": "fedavg", "setting": "shards q=2", "seed": 1, "mean": 82.0}]
+
+
+def _count_rows(levels, seeds, settings=None, clients=4, samples=20):
+    """Per-client rows whose accuracies are counts over ``samples`` test samples: method → correct answers."""
+    import pandas as pd
+
+    settings = settings or list(benchmark.SETTINGS)
+    return pd.DataFrame([{"variant": v, "setting": s, "seed": seed, "client": c, "round": 200,
+                          "accuracy_own": round(100 * min(samples, correct(i, seed, c)) / samples, 4),
+                          "accuracy_server": 0.0, "accuracy_local": 0.0, "num_samples": samples}
+                         for v, correct in levels.items() for i, s in enumerate(settings) for seed in seeds
+                         for c in range(clients)])
+
+
+def test_exact_accuracy_recovers_the_count_that_four_decimals_rounded():
+    import numpy as np
+    import pandas as pd
+
+    rows = pd.DataFrame({"accuracy_own": [round(100 * 2 / 3, 4), 50.0], "num_samples": [3, 8]})
+    np.testing.assert_allclose(benchmark.exact_accuracy(rows), [200 / 3, 50.0], rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="not a count"):
+        benchmark.exact_accuracy(rows.assign(accuracy_own=[33.0, 50.0]))
+
+
+def test_seed_means_keep_ties_that_the_scores_rounding_would_break():
+    # both methods are right on a third of their samples: 1/3 and 1/3, or 1/2 and 1/6, whose rounded scores
+    # (33.3333, 33.3333 against 50.0 and 16.6667) have means that differ in the fifth decimal
+    import pandas as pd
+
+    rows = pd.DataFrame([{"variant": v, "setting": "shards q=2", "seed": 0, "client": c, "round": 1,
+                          "accuracy_own": round(100 * correct / n, 4), "accuracy_server": 0.0, "accuracy_local": 0.0,
+                          "num_samples": n}
+                         for v, scores in (("a", [(1, 3), (1, 3)]), ("b", [(1, 2), (1, 6)]))
+                         for c, (correct, n) in enumerate(scores)])
+    assert rows.groupby("variant")["accuracy_own"].mean().round(9).nunique() == 2
+    means = benchmark.seed_means(rows).set_index("method")["mean"]
+    assert round(means["a"], 9) == round(means["b"], 9) == round(100 / 3, 9)
+
+
+def test_seed_scores_use_the_seeds_every_cell_holds_and_their_mean():
+    levels = {"fedavg": lambda i, seed, c: 10 + seed, "ditto": lambda i, seed, c: 15 + c % 2,
+              "fedska": lambda i, seed, c: 12 + i % 3}
+    rows = _count_rows(levels, seeds=(0, 1, 2))
+    rows = rows[~((rows["variant"] == "ditto") & (rows["seed"] == 2))]  # one method lacks seed 2
+    tables = benchmark.seed_scores(rows)
+    assert list(tables) == ["seed 0", "seed 1", "mean over 2 seeds"]
+    mean = tables["mean over 2 seeds"]
+    assert list(mean.index) == list(benchmark.SETTINGS) and list(mean.columns) == ["fedavg", "ditto", "fedska"]
+    assert mean.loc["shards q=2", "fedavg"] == pytest.approx(100 * 10.5 / 20)
+    assert list(benchmark.seed_scores(rows[rows["seed"] == 0])) == ["seed 0"], "one seed: no mean table"
+    with pytest.raises(ValueError, match="no seed is held by every"):
+        benchmark.seed_scores(rows[(rows["seed"] == 0) & (rows["variant"] == "fedavg") | (rows["seed"] == 1)
+                                   & (rows["variant"] != "fedavg")])
+
+
+def test_seed_rank_readings_name_the_separations_every_seed_makes():
+    # six methods in a fixed order in every setting, except that the 2nd and 3rd swap places in seed 1 only
+    m = list(benchmark.METHODS)[:6]
+    levels = {name: (lambda j: lambda i, seed, c: 19 - 3 * j + (3 if seed == 1 and j == 2 else 0)
+                     - (3 if seed == 1 and j == 1 else 0))(j) for j, name in enumerate(m)}
+    rows = _count_rows(levels, seeds=(0, 1, 2))
+    readings = benchmark.seed_rank_readings(rows)
+    assert list(readings["scores"].unique()) == ["seed 0", "seed 1", "seed 2", "mean over 3 seeds"]
+    mean = readings[readings["scores"] == "mean over 3 seeds"].set_index("reading")
+    held = mean.loc["twins counted too", "separated in every seed"].split("; ")
+    assert f"{m[0]} vs {m[5]}" in held and f"{m[0]} vs {m[4]}" in held, "the extremes are apart in every seed"
+    seed_1 = readings[(readings["scores"] == "seed 1") & (readings["reading"] == "twins counted too")]
+    assert set(held) <= set(seed_1["separated"].item().split("; "))
+    assert (readings.loc[readings["scores"] != "mean over 3 seeds", "separated in every seed"] == "").all()
+    ranks = benchmark.seed_average_ranks(rows)
+    assert list(ranks.columns) == ["seed 0", "seed 1", "seed 2", "mean over 3 seeds"]
+    assert list(ranks.index[:2]) == m[:2] and ranks.loc[m[2], "seed 1"] < ranks.loc[m[1], "seed 1"]
+
+
+def test_rankable_asks_for_a_complete_table_of_two_independent_settings():
+    levels = {name: (lambda i, seed, c: 10) for name in ("fedavg", "ditto", "fedska")}
+    two = ["shards q=2", "shards q=5"]
+    assert benchmark.rankable(_count_rows(levels, (0,), two))
+    assert not benchmark.rankable(_count_rows(levels, (0,), ["shards q=5", "noisy uplink s=0.1, q=5"]))
+    assert not benchmark.rankable(_count_rows({k: levels[k] for k in ("fedavg", "ditto")}, (0,), two))
+    rows = _count_rows(levels, (0,), two)
+    assert not benchmark.rankable(rows[~((rows["variant"] == "fedska") & (rows["setting"] == "shards q=5"))])

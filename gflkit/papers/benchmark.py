@@ -189,6 +189,70 @@ def rank_readings(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def seed_scores(clients: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Settings × methods tables of mean own-protocol accuracy (:func:`seed_means`) for the seeds that every
+    method × setting cell of ``clients`` holds: one table per seed (``"seed 0"``, …) and, with two or more
+    seeds, their cell-wise mean (``"mean over 3 seeds"``), settings and methods in the benchmark's order.
+
+    Seeds are not blocks of Friedman's test: the seeds of one setting share its partition scheme, so their
+    ranks are correlated (as a twin's are, :data:`TWINS`). The mean is each cell's estimate; the per-seed
+    tables show what a rerun moves. ``ValueError`` when no seed is held by every cell."""
+    means = seed_means(clients)
+    held = means.groupby(["method", "setting"])["seed"].agg(frozenset)
+    common = sorted(frozenset.intersection(*held))
+    if not common:
+        raise ValueError("no seed is held by every method × setting cell; run one seed of every cell first")
+    kept = means[means["seed"].isin(common)]
+    settings = [s for s in SETTINGS if s in set(kept["setting"])]
+    methods = [m for m in METHODS if m in set(kept["method"])]
+
+    def table(rows: pd.DataFrame) -> pd.DataFrame:
+        return rows.pivot_table(index="setting", columns="method", values="mean").reindex(settings)[methods]
+
+    tables = {f"seed {seed}": table(kept[kept["seed"] == seed]) for seed in common}
+    if len(common) > 1:
+        tables[f"mean over {len(common)} seeds"] = table(kept)
+    return tables
+
+
+def rankable(clients: pd.DataFrame) -> bool:
+    """Whether Friedman's test reads the settings × methods table of ``clients``: every method in every setting,
+    at least 3 methods and at least 2 independent settings (:func:`independent_settings`)."""
+    settings, methods = clients["setting"].unique(), clients["variant"].unique()
+    complete = clients.groupby(["variant", "setting"]).ngroups == len(settings) * len(methods)
+    return complete and len(methods) >= 3 and len(independent_settings(list(settings))) >= 2
+
+
+def seed_rank_readings(clients: pd.DataFrame) -> pd.DataFrame:
+    """:func:`rank_readings` of every table of :func:`seed_scores` (column ``scores``). On the rows of the
+    mean table, ``separated in every seed`` lists the pairs that the same reading also separates in each seed's
+    table: the separations a rerun does not undo."""
+    tables = seed_scores(clients)
+    readings = pd.concat([rank_readings(table).assign(scores=name) for name, table in tables.items()],
+                         ignore_index=True)
+    summary = list(tables)[-1]
+    per_seed = readings[readings["scores"] != summary]
+
+    def held_in_every_seed(row: pd.Series) -> str:
+        if row["scores"] != summary or per_seed.empty:
+            return ""
+        same_reading = per_seed[per_seed["reading"] == row["reading"]]["separated"]
+        seeds = [set(separated.split("; ")) for separated in same_reading]
+        return "; ".join(pair for pair in row["separated"].split("; ") if all(pair in held for held in seeds))
+
+    readings["separated in every seed"] = readings.apply(held_in_every_seed, axis=1)
+    return readings[["scores", *[c for c in readings.columns if c != "scores"]]]
+
+
+def seed_average_ranks(clients: pd.DataFrame) -> pd.DataFrame:
+    """Each method's average rank over the independent settings (:func:`independent_settings`) in every table
+    of :func:`seed_scores`: one column per table, methods from best to worst on the last (the mean's)."""
+    tables = seed_scores(clients)
+    ranked = pd.DataFrame({name: average_ranks(table.loc[independent_settings(list(table.index))])
+                           for name, table in tables.items()})
+    return ranked.sort_values(list(tables)[-1], kind="stable").rename_axis("method")
+
+
 def headline_comparisons(records: pd.DataFrame, variants: Sequence[str],
                          scoring: Scoring = Scoring(value="accuracy_own", column="variant")) -> pd.DataFrame:
     """Each paper's headline method (:data:`HEADLINES`) against every baseline (:data:`BASELINES`) that ran,
@@ -275,11 +339,24 @@ def committed_clients(folders: Sequence[Any]) -> pd.DataFrame:
     return clients
 
 
+def exact_accuracy(clients: pd.DataFrame, column: str = "accuracy_own") -> pd.Series:
+    r"""A client's accuracy as the exact fraction it is, :math:`100\,c / n` with :math:`c` correct answers of its
+    :math:`n` = ``num_samples`` test samples, recovered from the :data:`SCORE_DECIMALS`-decimal score (the
+    rounding moves :math:`c` by at most :math:`n / 2 \cdot 10^{-6}`, far below half a sample). Means of the
+    rounded scores differ from the exact ones in the sixth decimal, which would break real ties (Local and
+    LG-FedAvg at q = 2 have the same mean) when methods are ranked. ``ValueError`` when a score is not a count."""
+    counts = clients[column] * clients["num_samples"] / 100
+    if ((counts - counts.round()).abs() > 0.01).any():
+        raise ValueError(f"{column} holds a score that is not a count of correct test samples over num_samples")
+    return counts.round() * 100 / clients["num_samples"]
+
+
 def seed_means(clients: pd.DataFrame) -> pd.DataFrame:
     """Each run's mean own-protocol accuracy over its clients (columns ``method``, ``setting``, ``seed``,
-    ``mean``) from per-client rows (:data:`CLIENT_COLUMNS`): what :func:`gflkit.plots.seed_means` draws, one
-    dot per seed."""
-    means = clients.groupby(["variant", "setting", "seed"], as_index=False)["accuracy_own"].mean()
+    ``mean``; :func:`exact_accuracy`) from per-client rows (:data:`CLIENT_COLUMNS`): what
+    :func:`gflkit.plots.seed_means` draws, one dot per seed, and what :func:`seed_scores` ranks."""
+    exact = clients.assign(accuracy_own=exact_accuracy(clients))
+    means = exact.groupby(["variant", "setting", "seed"], as_index=False)["accuracy_own"].mean()
     return means.rename(columns={"variant": "method", "accuracy_own": "mean"})
 
 
@@ -293,14 +370,16 @@ def decide_from_clients(folder: Any, earlier: Sequence[Any] = ()) -> pd.DataFram
 
 #: What :func:`append_to_folder` writes beside the per-client rows, each derived from the clients of the folder and
 #: the earlier folders it continues.
-DERIVED_FILES = {"seeds": "accuracy_own_protocol_seeds.csv", "headline": "headline_vs_best_baseline.csv"}
+DERIVED_FILES = {"seeds": "accuracy_own_protocol_seeds.csv", "headline": "headline_vs_best_baseline.csv",
+                 "rank_readings": "rank_readings_seeds.csv", "average_ranks": "average_ranks_seeds.csv"}
 
 
 def append_to_folder(folder: Any, later: pd.DataFrame, earlier: Sequence[Any] = ()) -> pd.DataFrame:
     """Later seeds' per-client rows (:func:`stored_clients`) appended to a results folder's rows
     (:func:`gflkit.papers.append_seeds`: a row both hold must agree; rows the ``earlier`` folders hold are
     checked against them and not written twice), and the tables derived from all of them rewritten
-    (:data:`DERIVED_FILES`: :func:`seed_table`, :func:`decide_from_clients`). The folder's rows are written one
+    (:data:`DERIVED_FILES`: :func:`seed_table`, :func:`decide_from_clients`, and where they are
+    :func:`rankable`, :func:`seed_rank_readings` and :func:`seed_average_ranks`). The folder's rows are written one
     file per seed (:data:`SEED_CLIENT_FILE`); a ``clients.csv`` they replace is removed last, so a kill in
     between leaves rows that agree in two files, which :func:`folder_clients` reads once. Every table is
     computed before anything is written, and each file is replaced atomically
@@ -316,6 +395,9 @@ def append_to_folder(folder: Any, later: pd.DataFrame, earlier: Sequence[Any] = 
     tables = {SEED_CLIENT_FILE.format(seed=seed): rows.to_csv(index=False) for seed, rows in own.groupby("seed")}
     tables |= {DERIVED_FILES["seeds"]: seed_table(clients).to_csv(),
                DERIVED_FILES["headline"]: headline.to_csv(index=False)}
+    if rankable(clients):
+        tables |= {DERIVED_FILES["rank_readings"]: seed_rank_readings(clients).to_csv(index=False),
+                   DERIVED_FILES["average_ranks"]: seed_average_ranks(clients).to_csv()}
     for name, text in tables.items():
         atomic_write_text(folder / name, text)
     (folder / "clients.csv").unlink(missing_ok=True)

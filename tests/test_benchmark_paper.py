@@ -283,7 +283,8 @@ def test_seed_means_are_each_runs_client_mean():
     import pandas as pd
 
     rows = pd.DataFrame([{"variant": "fedavg", "setting": "shards q=2", "seed": seed, "client": c, "round": 4,
-                          "accuracy_own": 80.0 + seed + 2 * c, "num_samples": 100} for seed in (0, 1) for c in range(2)])
+                          "accuracy_own": 80.0 + seed + 2 * c, "num_samples": 100}
+                         for seed in (0, 1) for c in range(2)])
     means = benchmark.seed_means(rows)
     assert means.to_dict("records") == [{"method": "fedavg", "setting": "shards q=2", "seed": 0, "mean": 81.0},
                                         {"method": "fedavg", "setting": "shards q=2", "seed": 1, "mean": 82.0}]
@@ -369,3 +370,23 @@ def test_rankable_asks_for_a_complete_table_of_two_independent_settings():
     assert not benchmark.rankable(_count_rows({k: levels[k] for k in ("fedavg", "ditto")}, (0,), two))
     rows = _count_rows(levels, (0,), two)
     assert not benchmark.rankable(rows[~((rows["variant"] == "fedska") & (rows["setting"] == "shards q=5"))])
+
+
+def test_seed_figures_draw_each_setting_and_each_seeds_critical_difference():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    m = list(benchmark.METHODS)[:4]
+    levels = {name: (lambda j: lambda i, seed, c: 18 - 2 * j - (seed == 1) * (j == 0) * 5)(j)
+              for j, name in enumerate(m)}
+    figures = benchmark.seed_figures(_count_rows(levels, seeds=(0, 1)))
+    assert list(figures) == ["seed_means.png", "critical_difference_seeds.png"]
+    assert sum(ax.get_visible() for ax in figures["seed_means.png"].axes) == len(benchmark.SETTINGS)
+    titles = [ax.get_title() for ax in figures["critical_difference_seeds.png"].axes]
+    assert titles == ["seed 0, independent settings", "seed 1, independent settings",
+                      "mean over 2 seeds, independent settings"]
+    one_setting = _count_rows(levels, seeds=(0,), settings=["shards q=2"])
+    assert list(benchmark.seed_figures(one_setting)) == ["seed_means.png"], "one setting cannot be ranked"
+    plt.close("all")

@@ -307,6 +307,31 @@ def test_jgesr_stored_clients_read_only_the_runs_a_store_holds(tmp_path):
     assert (rows["round"] == first.config.rounds).all() and rows["client"].nunique() == first.config.num_clients
 
 
+def test_jgesr_figure4_rows_take_the_complete_run_from_table1(tmp_path):
+    from gflkit import metrics
+    from gflkit.executors import run_grid
+    from gflkit.papers import jgesr
+    from gflkit.profiles import resolve_profile
+    from gflkit.results import ResultStore
+    from gflkit.runtime import Runtime
+
+    runtime = Runtime(device="cpu", store=ResultStore(tmp_path / "runs"))
+    params = resolve_profile(jgesr.PROFILES, "smoke")
+    complete, lossy = jgesr.grids(params, ["figure4"])["figure4"]  # missing rates 0.0 and 0.1, seed 0
+    with pytest.raises(ValueError, match=r"no Figure 4 run of seeds \[0\] is stored"):
+        jgesr.stored_missing_clients("smoke", [0], runtime, pd.DataFrame(columns=jgesr.CLIENT_COLUMNS))
+    run_grid([lossy], runtime)
+    with pytest.raises(ValueError, match="has Figure 4's every missing rate"):
+        jgesr.stored_missing_clients("smoke", [0], runtime, pd.DataFrame(columns=jgesr.CLIENT_COLUMNS))
+    table1_run = next(run for run in jgesr.grids(params, ["table1"])["table1"]
+                      if run.config.method == "pdca" and run.config.channel["noise_scale"] == jgesr.FIGURE4_NOISE)
+    run_grid([table1_run], runtime)
+    rows = jgesr.stored_missing_clients("smoke", [0], runtime, jgesr.stored_clients("smoke", [0], runtime))
+    assert list(rows.columns) == jgesr.MISSING_COLUMNS and set(rows["missing"]) == {0.0, 0.1}
+    direct = metrics.reported_rows(run_grid([complete, lossy], runtime), ["missing", "seed"])[jgesr.MISSING_COLUMNS]
+    pd.testing.assert_frame_equal(rows, direct.sort_values(["seed", "missing", "client"], ignore_index=True))
+
+
 def test_jgesr_objective_check_tolerates_rounding_only():
     from gflkit.papers import jgesr
 

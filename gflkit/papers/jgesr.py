@@ -25,6 +25,8 @@ from gflkit.profiles import Profile, chosen_sections, known_names
 PAPER_METHODS = ("pdca", "two_step", "fedavg", "fedprox", "cfl", "fedamp", "pfedgraph")
 METHODS = PAPER_METHODS[:1] + ("pdca_e",) + PAPER_METHODS[1:]
 NOISE_LEVELS = (0.1, 0.2)
+#: The noise level of Figure 4's runs (PDCA at each missing rate).
+FIGURE4_NOISE = 0.1
 SECTIONS = ("table1", "figure4")
 PAPER_ROUNDS = 30
 # The paper partitions "the training data" (Sec. 5.1): the official training split, 60,000 images.
@@ -99,7 +101,7 @@ def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any
     makers = {
         "table1": lambda: [channel_run(params, m, s, seed) for s in sweep["noise"] for m in sweep["methods"]
                            for seed in seeds],
-        "figure4": lambda: [channel_run(params, "pdca", 0.1, seed, missing=r) for r in sweep["missing"]
+        "figure4": lambda: [channel_run(params, "pdca", FIGURE4_NOISE, seed, missing=r) for r in sweep["missing"]
                             for seed in seeds],
     }
     return {name: makers[name]() for name in chosen}
@@ -280,6 +282,37 @@ def stored_clients(profile: str, seeds: Sequence[int], runtime: Any) -> Any:
     params = resolve_profile(PROFILES, profile, seeds=list(seeds))
     records = stored_grid_records(grids(params, ["table1"])["table1"], runtime, f"Table 1 run of seeds {list(seeds)}")
     return metrics.reported_rows(records, ["s", "method", "seed"])[CLIENT_COLUMNS]
+
+
+#: The columns of the committed ``figure4_clients.csv`` (the notebook writes the same).
+MISSING_COLUMNS = ["method", "seed", "evaluate", "missing", "client", "round", "accuracy", "num_samples"]
+
+
+def stored_missing_clients(profile: str, seeds: Sequence[int], runtime: Any, table1: Any) -> Any:
+    """Figure 4's per-client rows at each run's reported round (:data:`MISSING_COLUMNS`) for the ``seeds`` of
+    ``profile`` whose every missing rate is held: the lossy runs (missing > 0) from ``runtime``'s store (nothing
+    is computed), the complete one (missing = 0) from ``table1`` — Table 1's committed rows, since PDCA at
+    s = 0.1 without missing entries *is* Table 1's run (the same configuration and key), so a later session
+    need not recompute it. ``ValueError`` when no seed has every rate."""
+    import pandas as pd
+
+    from gflkit import metrics
+    from gflkit.executors import stored_grid_records
+    from gflkit.profiles import resolve_profile
+
+    params = resolve_profile(PROFILES, profile, seeds=list(seeds))
+    lossy = [run for run in grids(params, ["figure4"])["figure4"] if run.config.channel["missing_rate"] > 0]
+    stored = metrics.reported_rows(stored_grid_records(lossy, runtime, f"Figure 4 run of seeds {list(seeds)}"),
+                                   ["missing", "seed"])
+    complete = table1[(table1["method"] == "pdca") & (table1["s"] == FIGURE4_NOISE) & (table1["missing"] == 0.0)
+                      & table1["seed"].isin(seeds)]
+    rows = pd.concat([complete, stored], ignore_index=True)[MISSING_COLUMNS]
+    rates = set(params.sweep["missing"])
+    whole = [seed for seed, part in rows.groupby("seed") if set(part["missing"]) == rates]
+    if not whole:
+        raise ValueError(f"no seed of {list(seeds)} has Figure 4's every missing rate {sorted(rates)}: the store "
+                         f"{runtime.store.root} holds the lossy runs, `table1` the complete ones")
+    return rows[rows["seed"].isin(whole)].sort_values(["seed", "missing", "client"], ignore_index=True)
 
 
 #: The CSVs of a results folder that :func:`decide_from_clients` reads: Table 1's is required, the others

@@ -154,6 +154,11 @@ def test_decide_from_clients_gives_the_committed_headline_table(folder):
         seeds = benchmark.seed_table(benchmark.committed_clients([*earlier, results / folder]))
         committed_seeds = pd.read_csv(results / folder / benchmark.DERIVED_FILES["seeds"], index_col=0)
         pd.testing.assert_frame_equal(seeds, committed_seeds, check_names=False)
+        clients = benchmark.committed_clients([*earlier, results / folder])
+        readings = pd.read_csv(results / folder / benchmark.DERIVED_FILES["rank_readings"], keep_default_na=False)
+        pd.testing.assert_frame_equal(benchmark.seed_rank_readings(clients).astype(str), readings.astype(str))
+        ranks = pd.read_csv(results / folder / benchmark.DERIVED_FILES["average_ranks"], index_col=0)
+        pd.testing.assert_frame_equal(benchmark.seed_average_ranks(clients), ranks, check_names=False)
     clients = benchmark.folder_clients(results / folder)
     assert list(clients.columns) == benchmark.CLIENT_COLUMNS and not clients.duplicated(benchmark.CLIENT_KEYS).any()
 

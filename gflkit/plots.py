@@ -342,3 +342,35 @@ __all__ = [
     "learning_curves",
     "save_figure",
 ]
+
+
+def seed_means_by_setting(per_seed: pd.DataFrame, order: Sequence[str] | None = None,
+                          settings: Sequence[str] | None = None) -> Figure:
+    """:func:`seed_means` of each setting in its own panel, two rows of panels (``per_seed``: columns ``method``,
+    ``setting``, ``seed``, ``mean``; methods in ``order``, settings in ``settings``' order, default: as they
+    appear; one absent from ``per_seed`` is skipped)."""
+    _require(per_seed, setting="setting")
+    present = list(dict.fromkeys(per_seed["setting"]))
+    settings = [s for s in settings if s in present] if settings is not None else present
+    columns = (len(settings) + 1) // 2
+    fig, axes = plt.subplots(2, columns, figsize=(5 * columns, 8), squeeze=False)
+    for ax, setting in zip(axes.flat, settings):
+        seed_means(per_seed[per_seed["setting"] == setting], order=order, ax=ax)
+        ax.set_title(setting)
+        ax.set_ylabel("mean client accuracy (%)")
+    for ax in list(axes.flat)[len(settings):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def critical_difference_panels(panels: dict[str, tuple[pd.Series, float]]) -> Figure:
+    """One :func:`critical_difference_diagram` per panel, stacked (``panels``: title → (average ranks, CD)),
+    e.g. each seed's ranking and their mean's."""
+    if not panels:
+        raise ValueError("critical_difference_panels needs at least one panel")
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 3.2 * len(panels)), squeeze=False)
+    for ax, (title, (ranks, cd)) in zip(axes.flat, panels.items()):
+        critical_difference_diagram(ranks, cd, ax=ax, title=title)
+    fig.tight_layout()
+    return fig

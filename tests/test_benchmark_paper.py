@@ -383,15 +383,22 @@ def test_seed_figures_draw_each_setting_and_each_seeds_critical_difference():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from gflkit import plots
+
     m = list(benchmark.METHODS)[:4]
     levels = {name: (lambda j: lambda i, seed, c: 18 - 2 * j - (seed == 1) * (j == 0) * 5)(j)
               for j, name in enumerate(m)}
-    figures = benchmark.seed_figures(_count_rows(levels, seeds=(0, 1)))
-    assert list(figures) == ["seed_means.png", "critical_difference_seeds.png"]
-    assert sum(ax.get_visible() for ax in figures["seed_means.png"].axes) == len(benchmark.SETTINGS)
-    titles = [ax.get_title() for ax in figures["critical_difference_seeds.png"].axes]
-    assert titles == ["seed 0, independent settings", "seed 1, independent settings",
-                      "mean over 2 seeds, independent settings"]
-    one_setting = _count_rows(levels, seeds=(0,), settings=["shards q=2"])
-    assert list(benchmark.seed_figures(one_setting)) == ["seed_means.png"], "one setting cannot be ranked"
+    clients = _count_rows(levels, seeds=(0, 1))
+    means = plots.seed_means_by_setting(benchmark.seed_means(clients), order=m, settings=list(benchmark.SETTINGS))
+    visible = [ax.get_title() for ax in means.axes if ax.get_visible()]
+    assert visible == list(benchmark.SETTINGS), "one panel per setting, in the benchmark's order"
+    panels = benchmark.seed_rank_panels(clients)
+    assert list(panels) == ["seed 0, independent settings", "seed 1, independent settings",
+                            "mean over 2 seeds, independent settings"]
+    ranks, cd = panels["seed 1, independent settings"]
+    assert ranks[m[0]] == 3.0 and cd == pytest.approx(benchmark.nemenyi_critical_difference(4, 5))
+    diagrams = plots.critical_difference_panels(panels)
+    assert [ax.get_title() for ax in diagrams.axes] == list(panels)
+    with pytest.raises(ValueError, match="at least one panel"):
+        plots.critical_difference_panels({})
     plt.close("all")

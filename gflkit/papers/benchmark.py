@@ -360,38 +360,16 @@ def seed_means(clients: pd.DataFrame) -> pd.DataFrame:
     return means.rename(columns={"variant": "method", "accuracy_own": "mean"})
 
 
-def seed_figures(clients: pd.DataFrame) -> dict[str, Any]:
-    """The figures of a folder of several seeds, by file name: ``seed_means.png`` (each setting's per-seed
-    means as dots beside their mean, :func:`gflkit.plots.seed_means`) and, where the clients are
-    :func:`rankable`, ``critical_difference_seeds.png`` (the critical-difference diagram of every table of
-    :func:`seed_scores` over the independent settings: each seed's and their mean's, so the bars a rerun
-    moves are seen)."""
-    import matplotlib.pyplot as plt
-
-    from gflkit import plots
-
-    per_seed = seed_means(clients)
-    settings = [s for s in SETTINGS if s in set(per_seed["setting"])]
-    columns = (len(settings) + 1) // 2
-    fig, axes = plt.subplots(2, columns, figsize=(5 * columns, 8), squeeze=False)
-    for ax, setting in zip(axes.flat, settings):
-        plots.seed_means(per_seed[per_seed["setting"] == setting], order=list(METHODS), ax=ax)
-        ax.set_title(setting)
-        ax.set_ylabel("mean client accuracy (%)")
-    for ax in list(axes.flat)[len(settings):]:
-        ax.set_visible(False)
-    fig.tight_layout()
-    figures = {"seed_means.png": fig}
-    if rankable(clients):
-        tables = seed_scores(clients)
-        fig, axes = plt.subplots(len(tables), 1, figsize=(10, 3.2 * len(tables)), squeeze=False)
-        for ax, (name, table) in zip(axes.flat, tables.items()):
-            blocks = table.loc[independent_settings(list(table.index))]
-            cd = nemenyi_critical_difference(blocks.shape[1], blocks.shape[0])
-            plots.critical_difference_diagram(average_ranks(blocks), cd, ax=ax, title=f"{name}, independent settings")
-        fig.tight_layout()
-        figures["critical_difference_seeds.png"] = fig
-    return figures
+def seed_rank_panels(clients: pd.DataFrame) -> dict[str, tuple[pd.Series, float]]:
+    """For every table of :func:`seed_scores` (each seed's and their mean's), the methods' average ranks over
+    the independent settings and Nemenyi's critical difference: what
+    :func:`gflkit.plots.critical_difference_panels` draws, so the bars a rerun moves are seen."""
+    panels = {}
+    for name, table in seed_scores(clients).items():
+        blocks = table.loc[independent_settings(list(table.index))]
+        panels[f"{name}, independent settings"] = (average_ranks(blocks),
+                                                   nemenyi_critical_difference(blocks.shape[1], blocks.shape[0]))
+    return panels
 
 
 def decide_from_clients(folder: Any, earlier: Sequence[Any] = ()) -> pd.DataFrame:

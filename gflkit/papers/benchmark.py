@@ -247,10 +247,15 @@ def seed_rank_readings(clients: pd.DataFrame) -> pd.DataFrame:
 def seed_average_ranks(clients: pd.DataFrame) -> pd.DataFrame:
     """Each method's average rank over the independent settings (:func:`independent_settings`) in every table
     of :func:`seed_scores`: one column per table, methods from best to worst on the last (the mean's)."""
-    tables = seed_scores(clients)
-    ranked = pd.DataFrame({name: average_ranks(table.loc[independent_settings(list(table.index))])
-                           for name, table in tables.items()})
-    return ranked.sort_values(list(tables)[-1], kind="stable").rename_axis("method")
+    blocks = independent_blocks(clients)
+    ranked = pd.DataFrame({name: average_ranks(table) for name, table in blocks.items()})
+    return ranked.sort_values(list(blocks)[-1], kind="stable").rename_axis("method")
+
+
+def independent_blocks(clients: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Every table of :func:`seed_scores` restricted to the independent settings (:func:`independent_settings`):
+    what the average ranks over seeds are taken on."""
+    return {name: table.loc[independent_settings(list(table.index))] for name, table in seed_scores(clients).items()}
 
 
 def headline_comparisons(records: pd.DataFrame, variants: Sequence[str],
@@ -364,12 +369,8 @@ def seed_rank_panels(clients: pd.DataFrame) -> dict[str, tuple[pd.Series, float]
     """For every table of :func:`seed_scores` (each seed's and their mean's), the methods' average ranks over
     the independent settings and Nemenyi's critical difference: what
     :func:`gflkit.plots.critical_difference_panels` draws, so the bars a rerun moves are seen."""
-    panels = {}
-    for name, table in seed_scores(clients).items():
-        blocks = table.loc[independent_settings(list(table.index))]
-        panels[f"{name}, independent settings"] = (average_ranks(blocks),
-                                                   nemenyi_critical_difference(blocks.shape[1], blocks.shape[0]))
-    return panels
+    return {f"{name}, independent settings": (average_ranks(table), nemenyi_critical_difference(*table.shape[::-1]))
+            for name, table in independent_blocks(clients).items()}
 
 
 def decide_from_clients(folder: Any, earlier: Sequence[Any] = ()) -> pd.DataFrame:

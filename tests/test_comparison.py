@@ -197,9 +197,16 @@ def test_a_ranking_claim_judges_each_candidate_on_the_seeds_it_shares_with_the_m
     plain = {other: compare(on_shared_seeds(records, ["a", other]), "a", other) for other in ("b", "c")}
     assert plain["b"].model.startswith("Student t over 3 seeds")
     assert plain["c"].model.startswith("Student t over 4 clients of one seed")
+    assert plain["b"].verdict is plain["c"].verdict is Verdict.REPRODUCED
+    # one claim, one kind of interval: c's one-seed interval covers client sampling, not a rerun, so beside
+    # b's seed-level comparison it decides nothing, and the claim says which candidate lacks seeds
     other, difference = compare_with_best_other(records, "a")
-    assert difference.verdict is plain["b"].verdict is plain["c"].verdict is Verdict.REPRODUCED
-    assert other == min(plain, key=lambda o: plain[o].low) and difference == plain[other]
+    assert other == "c" and difference.verdict is Verdict.INCONCLUSIVE
+    assert difference.short_of == "c has 1 seed (a verdict over reruns needs 3)"
+    assert difference.interval_text == "undecided: c has 1 seed (a verdict over reruns needs 3)"
+    # with c over the same three seeds the claim is decided
+    complete = seed_records({"a": [95.0, 96.0, 97.0], "b": [90.0, 92.0, 91.0], "c": [90.0, 91.0, 92.5]})
+    assert compare_with_best_other(complete, "a")[1].verdict is Verdict.REPRODUCED
     assert uneven_seeds(records) == "3 seeds: a, b; 1 seed: c"
     assert uneven_seeds(records[records["method"] != "c"]) == ""
 
@@ -330,3 +337,85 @@ def test_spread_within_compares_the_highest_mean_side_with_the_lowest():
     wide = records_of({"k5": list(base), "k80": list(base + 4.0)})
     assert spread_within(wide, 2.0)[2].verdict is Verdict.NOT_REPRODUCED
     assert spread_within(records_of({"k5": list(base)}), 2.0) is None
+
+
+def test_a_comparison_over_seeds_takes_the_larger_of_its_own_spread_and_its_grids_pooled_one():
+    from scipy import stats
+
+    from gflkit.papers.comparison import SeedSpread, pool_seed_spread, pooled_seed_spread
+
+    # a − b moves by 1 point over seeds, c has one bad seed: the grid's pooled spread is far above a − b's own
+    records = seed_records({"a": [91.0, 92.0, 93.0], "b": [90.0, 90.0, 90.0], "c": [90.0, 78.0, 90.0]})
+    pairs = {"a−b": [1.0, 2.0, 3.0], "a−c": [1.0, 14.0, 3.0], "b−c": [0.0, 12.0, 0.0]}
+    squares = sum(((np.array(d) - np.mean(d)) ** 2).sum() for d in pairs.values())
+    pooled = pool_seed_spread(list(pairs.values()))
+    assert pooled == SeedSpread(pytest.approx(np.sqrt(squares / 6)), 3, 6)
+    assert pooled_seed_spread(records) == pooled
+    difference = compare(records, "a", "b")
+    half = stats.t.ppf(0.975, 2) * pooled.sd / np.sqrt(3)
+    assert (difference.low, difference.high) == pytest.approx((2.0 - half, 2.0 + half))
+    assert difference.verdict is Verdict.INCONCLUSIVE  # its own spread alone: [−0.48, +4.48] → also open
+    assert difference.model == ("Student t over 3 seeds of the client mean, seed spread at least its grid's pooled "
+                                "one (3 pairs)")
+    # the comparison that saw the bad seed keeps its own, larger spread
+    a_c = compare(records, "a", "c")
+    own = np.std(pairs["a−c"], ddof=1)
+    assert own > pooled.sd and a_c.high - a_c.estimate == pytest.approx(stats.t.ppf(0.975, 2) * own / np.sqrt(3))
+    # a two-sided grid pools nothing beyond its own pair
+    assert compare(records[records["method"] != "c"], "a", "b") == seed_difference([91.0, 92.0, 93.0], [90.0] * 3)
+
+
+def test_two_seeds_give_an_interval_that_decides_nothing():
+    records = seed_records({"a": [99.0, 99.5], "b": [50.0, 50.2]})
+    difference = compare(records, "a", "b")
+    assert difference.low > 0 and difference.decision is Verdict.INCONCLUSIVE is difference.verdict
+    assert difference.short_of == "2 seeds (a verdict over reruns needs 3)"
+
+
+def test_a_claim_never_mixes_a_one_seed_interval_with_seed_level_ones():
+    over_seeds = seed_difference([95.0, 96.0, 97.0], [90.0, 90.5, 91.0])
+    one_seed = client_difference([95.0, 96.0, 97.0, 95.0], [90.0, 90.0, 90.0, 90.0])
+    assert over_seeds.verdict is one_seed.verdict is Verdict.REPRODUCED
+    claim = every({"q=2": over_seeds, "q=5": one_seed})
+    assert claim.verdict is Verdict.INCONCLUSIVE
+    assert dict(claim.parts)["q=5"].short_of == "1 seed (a verdict over reruns needs 3)"
+    # a claim that is one-seed throughout keeps its (labelled) client-sampling verdict
+    assert every({"q=2": one_seed, "q=5": one_seed}).verdict is Verdict.REPRODUCED
+
+
+def test_compare_shared_names_the_side_a_rerun_grid_lacks_seeds_of():
+    from gflkit.papers.comparison import compare_shared
+
+    records = seed_records({"a": [95.0, 96.0, 97.0], "b": [90.0, 90.0, 90.0]})
+    records = records[(records["method"] == "a") | (records["seed"] == 0)]
+    records.loc[records["method"] == "b", "accuracy"] += np.array([0.5, -0.5, 1.0, -1.0])
+    difference = compare_shared(records, "a", "b")
+    assert difference.model.startswith("Student t over 4 clients of one seed")
+    assert difference.verdict is Verdict.INCONCLUSIVE
+    assert difference.short_of == "b has 1 seed (a verdict over reruns needs 3)"
+    # where every side ran one seed, the client interval decides (client sampling only)
+    assert compare_shared(records[records["seed"] == 0], "a", "b").verdict is Verdict.REPRODUCED
+
+
+def test_identical_runs_are_labelled_as_such_not_counted_as_evidence():
+    records = seed_records({"k=30": [90.0, 91.0, 92.0], "k=70": [90.0, 91.0, 92.0], "k=5": [88.0, 89.1, 89.9]})
+    same = compare(records, "k=70", "k=30").within(2.0)
+    assert same.identical and same.decision is Verdict.REPRODUCED and same.verdict is Verdict.TRIVIAL
+    assert same.interval_text == "identical runs"
+    assert every({"q=5": same}).verdict is Verdict.TRIVIAL
+    # beside a part that rests on evidence, the identical part counts by its difference and the claim is decided
+    different = compare(records, "k=30", "k=5").exceeding(0.0)
+    assert not different.identical and different.verdict is Verdict.REPRODUCED
+    assert every({"a": same, "b": different}).verdict is Verdict.REPRODUCED
+    # one client apart by more than the scores' fourth decimal: not identical
+    moved = records.copy()
+    moved.loc[(moved["method"] == "k=70") & (moved["client"] == 0) & (moved["seed"] == 0), "accuracy"] += 1e-3
+    assert not compare(moved, "k=70", "k=30").identical
+
+
+def test_an_inconclusive_ranking_names_the_candidates_undecided_for_want_of_seeds():
+    records = seed_records({"a": [95.0, 90.0, 96.0], "b": [94.0, 93.0, 96.5], "c": [99.0, 0.0, 0.0]})
+    records = records[(records["method"] != "c") | (records["seed"] == 0)]
+    records.loc[(records["method"] == "c"), "accuracy"] += np.array([0.1, -0.1, 0.1, -0.1])
+    other, difference = compare_with_best_other(records, "a")
+    assert other == "b; undecided: c" and difference.verdict is Verdict.INCONCLUSIVE and not difference.short_of

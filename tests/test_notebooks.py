@@ -18,6 +18,7 @@ from pathlib import Path
 
 from gflkit.notebooks import NotebookError, execute
 from gflkit.papers import fedska, jgesr
+from gflkit.report.pages import VERDICTS  # every verdict a claims table may give, "not run" aside
 
 
 @pytest.mark.parametrize("profile, parameters, message", [
@@ -299,7 +300,7 @@ def test_fedska_ci_profile_on_real_mnist(tmp_path, real_data_root):
     overlap = pd.read_csv(tmp_path / "overlap.csv")
     assert set(overlap["method"]) == {"local", "fedavg", "fedska"}
     claims = pd.read_csv(tmp_path / "claims.csv")
-    assert len(claims) == 10 and set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
+    assert len(claims) == 10 and set(claims["verdict"]) <= set(VERDICTS)
     assert_claims_decided_from_clients(claims, fedska.decide_from_clients(tmp_path, "ci"))
     for figure in ("figure3_learning_curves.png", "figure4_k_sensitivity.png", "figure5_learned_graph.png"):
         assert (tmp_path / figure).stat().st_size > 10_000
@@ -318,7 +319,7 @@ def test_jgesr_notebook_writes_table1_figures_and_claims(tmp_path):
     assert list(same_matrix["solver"]) == ["two_step", "pdca (printed)", "pdca_e (pDCAe)"]
     assert same_matrix["F"].notna().all() and (same_matrix["graph gap at stop"] >= 0).all()
     claims = pd.read_csv(tmp_path / "claims.csv")
-    assert len(claims) == 5 and set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
+    assert len(claims) == 5 and set(claims["verdict"]) <= set(VERDICTS)
     assert_claims_decided_from_clients(claims, jgesr.decide_from_clients(tmp_path, "smoke"))
     clients = pd.read_csv(tmp_path / "table1_clients.csv")
     means = clients.groupby(["s", "method"])["accuracy"].mean()
@@ -340,7 +341,7 @@ def test_a_subset_of_methods_still_writes_every_claim_with_those_it_cannot_check
     claims = pd.read_csv(tmp_path / "claims.csv")
     assert len(claims) == 3
     assert claims["verdict"].iloc[0] == "not run" and "fedprox" in claims["evidence"].iloc[0]
-    assert set(claims["verdict"].iloc[1:]) <= {"reproduced", "not reproduced", "inconclusive"}
+    assert set(claims["verdict"].iloc[1:]) <= set(VERDICTS)
 
 
 def test_sfl_notebook_runs_with_its_optional_sections_emptied(tmp_path):
@@ -354,5 +355,4 @@ def test_sfl_notebook_runs_with_its_optional_sections_emptied(tmp_path):
     assert len(authors_step) == 1 and claims[authors_step[0]] == "not run"
     evidence = pd.read_csv(tmp_path / "claims.csv").set_index("claim")["evidence"][authors_step[0]]
     assert "sfl under the authors_code reading" in evidence, "names the missing reading, not the methods that ran"
-    assert claims["SFL* (learned graph) beats SFL (given graph) on MNIST (Table 3)"] in {
-        "reproduced", "not reproduced", "inconclusive"}
+    assert claims["SFL* (learned graph) beats SFL (given graph) on MNIST (Table 3)"] in VERDICTS

@@ -176,7 +176,7 @@ def test_jgesr_claims_from_committed_per_client_csvs_equal_the_notebooks(tmp_pat
     rng = np.random.default_rng(1)
     rows = [{"method": method, "seed": seed, "evaluate": "server", "s": s, "missing": 0.0, "client": client,
              "round": round_, "accuracy": float(rng.uniform(70, 100)), "num_samples": 30}
-            for method in jgesr.METHODS for s in (0.1, 0.2) for seed in (0, 1) for client in range(5)
+            for method in jgesr.METHODS for s in (0.1, 0.2) for seed in (0, 1, 2) for client in range(5)
             for round_ in (15, 30)]
     records = pd.DataFrame(rows)
     pdca = records[(records["method"] == "pdca") & (records["s"] == 0.1)]
@@ -192,8 +192,8 @@ def test_jgesr_claims_from_committed_per_client_csvs_equal_the_notebooks(tmp_pat
     correlation.to_csv(tmp_path / "learned_graph_correlation.csv", index=False)
     committed = jgesr.decide_from_clients(tmp_path, "paper1")
     pd.testing.assert_frame_equal(committed, notebook)
-    assert len(notebook) == 5 and notebook["noise model"].iloc[:3].str.contains("Student t over 2 seeds").all()
-    assert notebook["evidence"].iloc[:2].str.endswith("(2 seed(s))").all()
+    assert len(notebook) == 5 and notebook["noise model"].iloc[:3].str.contains("Student t over 3 seeds").all()
+    assert notebook["evidence"].iloc[:2].str.endswith("(3 seed(s))").all()
     assert notebook["verdict"].iloc[2:].tolist() == ["reproduced"] * 3
     assert notebook["evidence"].iloc[2] == "largest drop 2.00 points over missing rates [0.0, 0.1]"
     assert notebook["evidence"].iloc[3:].tolist() == ["last round: 3 iterations", "Pearson r = 0.420"]
@@ -285,8 +285,10 @@ def test_jgesr_claims_on_an_incomplete_later_seed_read_the_seeds_each_comparison
     other, difference = compare_with_best_other(records[records["s"] == 0.1], "pdca")
     assert best["difference"].startswith(f"s=0.1 vs {other}: {difference.estimate_text};")
     assert two_step["evidence"].endswith("(s=0.1: 2 seed(s), s=0.2: 1 seed(s))")
-    seed_model = jgesr.claims(records[records["s"] == 0.1], list(jgesr.PAPER_METHODS), "paper1")[1]
-    assert claims_table([seed_model])["noise model"].item() == "Student t over 2 seeds of the client mean"
+    seed_model = claims_table([jgesr.claims(records[records["s"] == 0.1], list(jgesr.PAPER_METHODS), "paper1")[1]])
+    # two seeds show their interval's estimate but decide nothing: no noise model is claimed
+    assert seed_model["verdict"].item() == "inconclusive" and seed_model["noise model"].item() == "—"
+    assert seed_model["interval"].item() == "s=0.1: undecided: 2 seeds (a verdict over reruns needs 3)"
 
 
 def test_jgesr_stored_clients_read_only_the_runs_a_store_holds(tmp_path):
@@ -318,10 +320,10 @@ def test_jgesr_figure4_rows_take_the_complete_run_from_table1(tmp_path):
     runtime = Runtime(device="cpu", store=ResultStore(tmp_path / "runs"))
     params = resolve_profile(jgesr.PROFILES, "smoke")
     complete, lossy = jgesr.grids(params, ["figure4"])["figure4"]  # missing rates 0.0 and 0.1, seed 0
-    with pytest.raises(ValueError, match=r"no Figure 4 run of seeds \[0\] is stored"):
+    with pytest.raises(ValueError, match=r"no Figure 4 run of seeds \[0\] with missing entries is stored"):
         jgesr.stored_missing_clients("smoke", [0], runtime, pd.DataFrame(columns=jgesr.CLIENT_COLUMNS))
     run_grid([lossy], runtime)
-    with pytest.raises(ValueError, match="has Figure 4's every missing rate"):
+    with pytest.raises(ValueError, match=r"holds no complete PDCA run at s = 0.1 of the seeds \[0\]"):
         jgesr.stored_missing_clients("smoke", [0], runtime, pd.DataFrame(columns=jgesr.CLIENT_COLUMNS))
     table1_run = next(run for run in jgesr.grids(params, ["table1"])["table1"]
                       if run.config.method == "pdca" and run.config.channel["noise_scale"] == jgesr.FIGURE4_NOISE)
@@ -528,3 +530,45 @@ def test_fedska_append_to_folder_rebuilds_the_committed_paper1_folder_from_a_see
     table1.to_csv(later / "table1_clients.csv", index=False)
     with pytest.raises(ValueError, match="differs"):  # a rerun must give the committed rows of its seeds
         fedska.append_to_folder(earlier, later, "paper1")
+
+
+def test_jgesr_figure4_compares_each_missing_rate_on_the_seeds_it_shares_with_the_complete_run():
+    from gflkit.papers import jgesr
+
+    rng = np.random.default_rng(3)
+    complete = [(0.0, seed) for seed in (0, 1, 2)]
+    lossy = [(0.1, seed) for seed in (0, 1, 2)] + [(0.05, 0)]  # a grid whose 0.05 rate has reached seed 0 only
+    missing = pd.DataFrame([{"method": "pdca", "seed": seed, "missing": rate, "client": client, "round": 30,
+                             "accuracy": float(rng.uniform(85, 95)) - 30 * rate, "num_samples": 30}
+                            for rate, seed in complete + lossy for client in range(8)])
+    records = missing[missing["missing"] == 0.0].assign(s=0.1)
+    drop = claims_table(jgesr.claims(records, ["pdca"], "paper1", missing=missing)).iloc[2]
+    assert drop["interval"].startswith("missing=0.05: undecided: 0.05 has 1 seed (a verdict over reruns needs 3); "
+                                       "missing=0.1: [")
+    assert drop["noise model"].startswith("Student t over 3 seeds of the client mean")
+
+
+def test_no_committed_claim_mixes_interval_kinds_or_decides_on_fewer_than_three_seeds():
+    """Every committed claims table: a claim's noise model is one kind (over seeds, or one seed's clients or test
+    images), and a verdict over seeds rests on at least three."""
+    import re
+    from pathlib import Path
+
+    from gflkit.report.pages import claims_file, verdict_column
+
+    results = Path(__file__).resolve().parents[1] / "docs" / "results"
+    checked = 0
+    for folder in sorted(path for path in results.iterdir() if path.is_dir()):
+        path = claims_file(folder)
+        if path is None:
+            continue
+        claims = pd.read_csv(path, dtype=str, keep_default_na=False)
+        for _, claim in claims.iterrows():
+            model = claim["noise model"]
+            over_seeds = [int(n) for n in re.findall(r"Student t over (\d+) seeds", model)]
+            one_seed = "of one seed" in model
+            assert not (over_seeds and one_seed), f"{path.name} of {folder.name} mixes interval kinds: {model}"
+            if claim[verdict_column(claims)] in ("reproduced", "not reproduced") and over_seeds:
+                assert min(over_seeds) >= 3, f"{folder.name}: a verdict over {min(over_seeds)} seeds: {model}"
+            checked += 1
+    assert checked > 50

@@ -89,7 +89,8 @@ class Claim:
 
     def as_row(self) -> dict[str, str]:
         """A row of the claims table (columns :data:`CLAIM_COLUMNS`)."""
-        models = dict.fromkeys(d.model for _, d in self.differences)
+        decided = [d for _, d in self.differences if not d.short_of and not d.identical]
+        models = dict.fromkeys(d.model for d in decided)
         return {
             "claim": self.statement,
             "verdict": self.verdict.value,

@@ -22,12 +22,36 @@ not reproduced when the interval lies entirely outside :math:`[-m, m]`.
    client effect :math:`e_{s,k}` nested in it, variance :math:`\sigma_e^2`). Each seed's client mean
    :math:`\bar d_s = \Delta + u_s + \bar e_s` then has variance :math:`\sigma_u^2 + \sigma_e^2/K` and the
    seeds are independent, so Student's t over the :math:`S` per-seed paired differences,
-   :math:`\bar d \pm t_{0.975,\,S-1}\; s_d / \sqrt S`, covers both levels — exactly when the
-   :math:`\bar d_s` are normal, which the mean over :math:`K \ge 10` clients makes nearly so. This is why
-   it is preferred to a two-level bootstrap (which with 2–5 seeds resamples almost nothing at its upper
-   level) and to a seed variance pooled over a table's comparisons (which assumes every pair of methods
-   varies alike over seeds, an assumption each table would have to check). Its coverage is simulated in
-   :mod:`gflkit.papers.coverage` and tested.
+   :math:`\bar d \pm t_{0.975,\,S-1}\; s / \sqrt S`, covers both levels when the :math:`\bar d_s` are normal.
+
+   **They are not always normal.** A seed redraws the partition, and some partitions break one method
+   (a restoring server that leaves clients at 0 %, a graph learned from an unlucky split): the committed
+   grids show single seeds 10–13 points away from their method's others. With such lopsided seed effects
+   three seeds that all missed the bad draw sit close together, :math:`s` is small, and the interval
+   excludes the rerun average far more often than 2.5 % on a side (:mod:`gflkit.papers.coverage`: 7–16 % at
+   3 seeds, worse at 5–8). The rule therefore takes the spread from a **random-effects model of the grid**:
+   the comparisons of one grid (the methods of one setting, run on the same seeds) share one distribution
+   of seed effects, whose variance :math:`\sigma_p^2` is pooled over every pair of the grid's sides with at
+   least :data:`DECISIVE_SEEDS` shared seeds (:func:`pooled_seed_spread`, :class:`SeedSpread`). A comparison's
+   interval is :math:`\bar d \pm t_{0.975,\,2}\,\max(s, \hat\sigma_p)/\sqrt S`: its own spread where it saw
+   a bad seed, the grid's where it happened not to, and the quantile of three seeds whatever :math:`S` — more
+   seeds shrink the standard error, but when one method breaks on, say, one partition in ten, five or eight
+   seeds that all missed it look tight, and only the wider quantile keeps the error of that case at 2.5 %.
+   Where the pooling assumption fails (a grid whose pairs vary unequally, which the committed grids do), the
+   floor can only widen an interval, never narrow it. Simulated under normal, skewed and contaminated seed
+   effects (in every method, or in one method only) and under the committed grids' own, resampled, at 3, 5
+   and 8 seeds, its one-sided error stays at or below 2.5 % (docs/papers/noise_model.md gives the numbers).
+   The price is width: the rule trades power for verdicts that a rerun does not overturn.
+
+   A verdict over reruns needs :data:`DECISIVE_SEEDS` seeds: with two, Student's t has one degree of freedom
+   and the floor cannot be estimated, so the interval is shown and the difference decides nothing
+   (:attr:`Difference.short_of`). **A claim has one kind of interval**: where some of its comparisons are
+   over seeds, a comparison that has a single seed (a candidate run once) is not given a client-sampling
+   interval but marked undecided, naming how many seeds it has (:func:`one_kind`).
+
+   When both sides score every client alike to the scores' precision (:data:`IDENTICAL_TOLERANCE`), the runs
+   are identical and no noise model applies: the difference is marked :attr:`Difference.identical` and the
+   claim's verdict says so ("trivial: identical runs") instead of reading like evidence.
 2. *Clients only* (:func:`client_difference`; one seed). Client :math:`k` scored both methods on its own
    test split, so :math:`d_k = a_k - b_k` is the unit. The statistic is the mean difference, unweighted
    :math:`\hat\Delta = \frac1K \sum_k d_k` (the tables' ``mean``) or weighted by the clients' test sizes
@@ -81,6 +105,10 @@ from gflkit.papers.verdict import Verdict
 LEVEL = 0.95
 #: seeds from which the seed model (Student t over seeds) replaces the one-seed model over clients
 MIN_SEEDS = 2
+#: seeds from which a comparison over reruns may decide a claim (fewer: its interval is shown, undecided)
+DECISIVE_SEEDS = 3
+#: two runs whose paired scores all differ by less than this (half the CSVs' fourth decimal) are identical
+IDENTICAL_TOLERANCE = 5e-5
 #: decimals of the tables — scores equal to this many decimals tie
 TABLE_DECIMALS = 2
 
@@ -112,6 +140,10 @@ class Difference:
         claim: ``"exceeds"`` (``difference > margin``: "first beats second") or ``"within"``
             (``|difference| ≤ margin``).
         margin: the claim's threshold, 0 unless the claim states one.
+        seeds: the seeds the interval covers reruns over (1 for the one-seed models: clients, test images).
+        short_of: why this difference cannot decide its claim ("1 seed (a verdict over reruns needs 3)"), or
+            ``""``; such a difference is inconclusive whatever its interval.
+        identical: the two sides scored every client alike (:data:`IDENTICAL_TOLERANCE`): identical runs.
     """
 
     estimate: float
@@ -121,6 +153,9 @@ class Difference:
     n: int
     claim: Literal["exceeds", "within"] = "exceeds"
     margin: float = 0.0
+    seeds: int = 1
+    short_of: str = ""
+    identical: bool = False
 
     def exceeding(self, margin: float) -> Difference:
         """Judged against "first beats second by more than ``margin``"; a negative margin reads "first is
@@ -133,10 +168,22 @@ class Difference:
             raise ValueError(f"a 'within' margin must be non-negative, got {margin}")
         return dataclasses.replace(self, claim="within", margin=margin)
 
+    def undecided(self, why: str) -> Difference:
+        """This difference marked as one that cannot decide its claim (:attr:`short_of`)."""
+        return dataclasses.replace(self, short_of=why)
+
     @property
     def verdict(self) -> Verdict:
+        """:attr:`decision`, or "trivial: identical runs" when the two runs are identical."""
+        return Verdict.TRIVIAL if self.identical else self.decision
+
+    @property
+    def decision(self) -> Verdict:
         """Reproduced when the interval lies inside the claim's region, not reproduced when it lies outside
-        it, inconclusive when it reaches across the region's edge (see the module docstring)."""
+        it, inconclusive when it reaches across the region's edge or the difference is :attr:`short_of` what a
+        verdict needs (see the module docstring)."""
+        if self.short_of:
+            return Verdict.INCONCLUSIVE
         if self.claim == "exceeds":
             inside, outside = self.low > self.margin, self.high <= self.margin
         else:
@@ -155,6 +202,10 @@ class Difference:
     def interval_text(self) -> str:
         """``[−0.12, +1.02]``; a bound that two decimals would round onto a threshold of the claim gets more
         (``[−0.86, +0.003]``), so the printed interval shows the side that decided the verdict."""
+        if self.identical:
+            return "identical runs"
+        if self.short_of:
+            return f"undecided: {self.short_of}"
         thresholds = (self.margin,) if self.claim == "exceeds" else (-self.margin, self.margin)
         nearest = lambda value: min(thresholds, key=lambda t: abs(value - t))
         return f"[{_bound(self.low, nearest(self.low))}, {_bound(self.high, nearest(self.high))}]"
@@ -176,10 +227,14 @@ class Comparison:
 def at_least(count: int, parts: Mapping[str, Difference]) -> Comparison:
     """A claim that holds for at least ``count`` of the ``parts`` (e.g. "on most datasets"): reproduced when
     ``count`` parts are reproduced, not reproduced when fewer than ``count`` are reproduced or inconclusive,
-    inconclusive otherwise (the inconclusive parts could still go either way)."""
+    inconclusive otherwise (the inconclusive parts could still go either way). The parts are first made
+    :func:`one_kind`; a claim every part of which compares identical runs is "trivial: identical runs"."""
     if not parts:
         raise ValueError("a comparison needs at least one part")
-    verdicts = [difference.verdict for difference in parts.values()]
+    parts = one_kind(parts)
+    if all(difference.identical for difference in parts.values()):
+        return Comparison(Verdict.TRIVIAL, tuple(parts.items()))
+    verdicts = [difference.decision for difference in parts.values()]
     reproduced = verdicts.count(Verdict.REPRODUCED)
     if reproduced >= count:
         verdict = Verdict.REPRODUCED
@@ -193,6 +248,22 @@ def at_least(count: int, parts: Mapping[str, Difference]) -> Comparison:
 def every(parts: Mapping[str, Difference]) -> Comparison:
     """A claim that holds for every part (e.g. at every shard setting): :func:`at_least` all of them."""
     return at_least(len(parts), parts)
+
+
+def _seeds_text(seeds: int, side: Any = None) -> str:
+    has = "" if side is None else f"{side} has "
+    return f"{has}{seeds} seed{'s' if seeds > 1 else ''} (a verdict over reruns needs {DECISIVE_SEEDS})"
+
+
+def one_kind(parts: Mapping[Any, Difference]) -> dict[Any, Difference]:
+    """The differences of one claim with one kind of interval: where any of them is over seeds (a claim about
+    reruns), a one-seed difference (clients or test images of one seed) is marked undecided — its interval
+    covers client sampling, not a rerun, and must not decide beside seed-level ones. A claim all of whose
+    differences are one-seed keeps them (each labelled "client sampling only")."""
+    if not any(difference.seeds >= MIN_SEEDS for difference in parts.values()):
+        return dict(parts)
+    return {label: d.undecided(_seeds_text(1)) if d.seeds == 1 and not d.short_of else d
+            for label, d in parts.items()}
 
 
 def _vector(values: Any, name: str) -> np.ndarray:
@@ -225,17 +296,55 @@ def _level_text(level: float) -> str:
     return "" if level == LEVEL else f", {100 * level:.2f} % interval"
 
 
-def seed_difference(first: Any, second: Any, statistic: str = "client mean", *, level: float = LEVEL) -> Difference:
+@dataclass(frozen=True)
+class SeedSpread:
+    r"""The seed spread :math:`\hat\sigma_p` of a grid's comparisons, pooled over ``comparisons`` pairs of sides
+    with ``degrees`` degrees of freedom in all (:func:`pool_seed_spread`): the floor of each comparison's own."""
+
+    sd: float
+    comparisons: int
+    degrees: int
+
+
+def pool_seed_spread(differences: Sequence[Any]) -> SeedSpread | None:
+    r"""The pooled seed spread of a grid from each comparison's per-seed differences
+    :math:`d_{c,s}`: :math:`\hat\sigma_p^2 = \sum_c \sum_s (d_{c,s} - \bar d_c)^2 / \sum_c (S_c - 1)` over the
+    comparisons with at least :data:`DECISIVE_SEEDS` seeds; None when there is none."""
+    kept = [_vector(d, "per-seed differences") for d in differences]
+    kept = [d for d in kept if len(d) >= DECISIVE_SEEDS]
+    if not kept:
+        return None
+    degrees = sum(len(d) - 1 for d in kept)
+    squares = sum(float(((d - d.mean()) ** 2).sum()) for d in kept)
+    return SeedSpread(math.sqrt(squares / degrees), len(kept), degrees)
+
+
+def seed_difference(first: Any, second: Any, statistic: str = "client mean", *, level: float = LEVEL,
+                    spread: SeedSpread | None = None) -> Difference:
     r"""The seed model: per-seed scores ``first[s]``, ``second[s]`` of the two methods (each seed's
-    ``statistic``, e.g. its client mean), :math:`\bar d \pm t_{(1+\mathrm{level})/2,\,S-1}\, s_d/\sqrt S` over
-    the paired differences :math:`d_s` (ddof = 1). Covers what a rerun changes and which clients were drawn."""
+    ``statistic``, e.g. its client mean), :math:`\bar d \pm t_{(1+\mathrm{level})/2,\,2}\, \max(s_d,
+    \hat\sigma_p)/\sqrt S` over the paired differences :math:`d_s` (ddof = 1), where :math:`\hat\sigma_p` is the
+    grid's pooled ``spread`` and the quantile is three seeds' whatever :math:`S` (module docstring); without a
+    grid (``spread`` None, or pooled over one comparison) the plain :math:`t_{(1+\mathrm{level})/2,\,S-1}\,
+    s_d/\sqrt S`. Covers what a rerun changes and which clients were drawn; below :data:`DECISIVE_SEEDS` seeds
+    it is :attr:`~Difference.short_of` a verdict."""
     d = _paired(first, second)
     if len(d) < 2:
         raise ValueError("the seed model needs at least two seeds")
-    half = _t_half_width(d.std(ddof=1) / math.sqrt(len(d)), len(d), level)
+    own = d.std(ddof=1)
+    floored = spread is not None and spread.comparisons > 1 and len(d) >= DECISIVE_SEEDS
+    # floored: the quantile of DECISIVE_SEEDS seeds whatever their number (module docstring)
+    half = _t_half_width(max(own, spread.sd) if floored else own, DECISIVE_SEEDS if floored else len(d),
+                         level) / math.sqrt(len(d))
     mean = float(d.mean())
-    return Difference(mean, mean - half, mean + half,
-                      f"Student t over {len(d)} seeds of the {statistic}{_level_text(level)}", len(d))
+    floor = ""
+    if floored:
+        quantile = f", t quantile of {DECISIVE_SEEDS} seeds" if len(d) > DECISIVE_SEEDS else ""
+        floor = f", seed spread at least its grid's pooled one ({spread.comparisons} pairs){quantile}"
+    difference = Difference(mean, mean - half, mean + half,
+                            f"Student t over {len(d)} seeds of the {statistic}{floor}{_level_text(level)}", len(d),
+                            seeds=len(d))
+    return difference if len(d) >= DECISIVE_SEEDS else difference.undecided(_seeds_text(len(d)))
 
 
 def client_difference(first: Any, second: Any, weights: Any = None, *, unit: str = "clients",
@@ -297,13 +406,17 @@ class PairedScores:
             second.append(np.average(self.second[chosen], weights=weights))
         return np.array(first), np.array(second)
 
-    def difference(self, level: float = LEVEL) -> Difference:
-        """``first − second`` under the seed model with at least :data:`MIN_SEEDS` seeds, else the one-seed
-        model over the clients (module docstring)."""
+    def difference(self, level: float = LEVEL, spread: SeedSpread | None = None) -> Difference:
+        """``first − second`` under the seed model with at least :data:`MIN_SEEDS` seeds (its spread floored by
+        the grid's pooled ``spread``), else the one-seed model over the clients (module docstring); marked
+        :attr:`~Difference.identical` when every client scored both sides alike."""
         if len(np.unique(self.seeds)) >= MIN_SEEDS:
             statistic = "client mean" if self.weights is None else "client mean weighted by test size"
-            return seed_difference(*self.per_seed(), statistic=statistic, level=level)
-        return client_difference(self.first, self.second, self.weights, level=level)
+            difference = seed_difference(*self.per_seed(), statistic=statistic, level=level, spread=spread)
+        else:
+            difference = client_difference(self.first, self.second, self.weights, level=level)
+        identical = bool(np.abs(self.first - self.second).max() < IDENTICAL_TOLERANCE)
+        return dataclasses.replace(difference, identical=identical)
 
 
 @dataclass(frozen=True)
@@ -393,17 +506,58 @@ def on_shared_seeds(records: pd.DataFrame, sides: Sequence[Any], column: str = "
     return chosen[chosen["seed"].isin(shared)]
 
 
+def per_seed_differences(records: pd.DataFrame, scoring: Scoring = Scoring()) -> dict[tuple[Any, Any], np.ndarray]:
+    """Every pair of sides of a grid ``records`` and their per-seed differences (first − second of each seed's
+    client mean, weighted as ``scoring`` says) on the seeds the two share, in seed order."""
+    rows = scoring.rows(records)
+    if scoring.weighted:
+        rows = rows.assign(_weighted=rows[scoring.value] * rows["num_samples"])
+        sums = rows.groupby([scoring.column, "seed"])[["_weighted", "num_samples"]].sum()
+        means = sums["_weighted"] / sums["num_samples"]
+    else:
+        means = rows.groupby([scoring.column, "seed"])[scoring.value].mean()
+    table = means.unstack(scoring.column).sort_index()
+    sides = list(table.columns)
+    return {(a, b): (table[a] - table[b]).dropna().to_numpy() for i, a in enumerate(sides) for b in sides[i + 1:]}
+
+
+def pooled_seed_spread(records: pd.DataFrame, scoring: Scoring = Scoring()) -> SeedSpread | None:
+    """The seed spread pooled over every pair of sides of the grid ``records`` (:func:`per_seed_differences`,
+    :func:`pool_seed_spread`): the floor of each of the grid's comparisons over seeds."""
+    return pool_seed_spread(list(per_seed_differences(records, scoring).values()))
+
+
 def compare(records: pd.DataFrame, first: Any, second: Any, scoring: Scoring = Scoring(), *,
-            level: float = LEVEL) -> Difference:
-    """``first − second`` from ``records`` (:meth:`Scoring.pairs`, :meth:`PairedScores.difference`)."""
-    return scoring.pairs(records, first, second).difference(level)
+            level: float = LEVEL, spread: SeedSpread | None = None) -> Difference:
+    """``first − second`` from ``records`` (:meth:`Scoring.pairs`, :meth:`PairedScores.difference`), the seed
+    spread floored by ``spread`` — by default the one pooled over the grid ``records`` itself
+    (:func:`pooled_seed_spread`), so a caller that passes a two-sided slice of a grid passes the grid's."""
+    spread = pooled_seed_spread(records, scoring) if spread is None else spread
+    return scoring.pairs(records, first, second).difference(level, spread)
+
+
+def compare_shared(records: pd.DataFrame, first: Any, second: Any, scoring: Scoring = Scoring(), *,
+                   level: float = LEVEL, spread: SeedSpread | None = None) -> Difference:
+    """:func:`compare` of two sides of the grid ``records`` on the seeds both ran (:func:`on_shared_seeds`), the
+    spread floored by the grid's (default: pooled over ``records``). Where they share one seed but a side ran
+    more, the grid is one of reruns and a one-seed interval would cover client sampling only: the difference
+    is undecided and names the side that lacks seeds ("sfl_lg has 1 seed")."""
+    spread = pooled_seed_spread(records, scoring) if spread is None else spread
+    shared = on_shared_seeds(records, [first, second], scoring.column)
+    difference = compare(shared, first, second, scoring, level=level, spread=spread)
+    ran = records[records[scoring.column].isin([first, second])].groupby(scoring.column)["seed"].nunique()
+    if difference.seeds == 1 and ran.max() > 1:
+        return difference.undecided(_seeds_text(1, ran.idxmin()))
+    return difference
 
 
 def compare_per_group(records: pd.DataFrame, by: str, first: Any, second: Any,
                       scoring: Scoring = Scoring()) -> dict[str, Difference]:
     """:func:`compare` within each group of ``records`` by the column ``by`` (e.g. each shard setting ``q``),
-    labelled ``"q=2"``: the parts of a claim made at every setting (:func:`every`)."""
-    return {f"{by}={value}": compare(group, first, second, scoring) for value, group in records.groupby(by, sort=True)}
+    labelled ``"q=2"``: the parts of a claim made at every setting (:func:`every`). Each group is a grid: the
+    two sides are compared on the seeds both ran, with the spread pooled over the group's every side."""
+    return {f"{by}={value}": compare_shared(group, first, second, scoring)
+            for value, group in records.groupby(by, sort=True)}
 
 
 def _candidates(scores: pd.Series, method: Any, others: Sequence[Any] | None) -> list[Any]:
@@ -441,27 +595,35 @@ def against_every_candidate(compare_with: Callable[[Any, float], Difference],
     :math:`1 - 0.05/m`, else inconclusive. ``compare_with(candidate, level)`` is X − candidate at ``level``.
 
     Returns the label of the candidate that decides (several when they tie to the tables' rounding) and its
-    difference, whose interval and verdict are the claim's. ``seeds``: how many seeds each candidate's
-    comparison rests on; where several candidates beat X, the one named is among those compared over the most
-    seeds (then the clearest) — the verdict is the same, and its evidence then covers a rerun wherever some
-    comparison that decides it does.
+    difference, whose interval and verdict are the claim's; an inconclusive label also names the candidates
+    whose comparison is undecided for want of seeds (``"fedamp; undecided: fedavg, cfl"``). ``seeds``: how many
+    seeds each candidate's comparison rests on; where several candidates beat X, the one named is among those
+    compared over the most seeds (then the clearest) — the verdict is the same, and its evidence then covers a
+    rerun wherever some comparison that decides it does.
     """
     if not candidates:
         raise ValueError("a ranking claim needs at least one other candidate")
-    plain = {c: compare_with(c, LEVEL) for c in candidates}
-    if all(d.verdict is Verdict.REPRODUCED for d in plain.values()):
+    plain = one_kind({c: compare_with(c, LEVEL) for c in candidates})
+    if all(d.decision is Verdict.REPRODUCED for d in plain.values()):
         return _deciding(plain, lambda d: d.low)  # the tightest: the smallest lower bound
-    corrected = {c: compare_with(c, 1.0 - (1.0 - LEVEL) / len(candidates)) for c in candidates}
+    corrected = one_kind({c: compare_with(c, 1.0 - (1.0 - LEVEL) / len(candidates)) for c in candidates})
     if len(candidates) > 1:
         corrected = {c: dataclasses.replace(d, model=f"{d.model}; Bonferroni over {len(candidates)} candidates")
                      for c, d in corrected.items()}
-    against = {c: d for c, d in corrected.items() if d.verdict is Verdict.NOT_REPRODUCED}
+    against = {c: d for c, d in corrected.items() if d.decision is Verdict.NOT_REPRODUCED}
     if against and seeds:
         most = max(seeds[c] for c in against)
         against = {c: d for c, d in against.items() if seeds[c] == most}
     # not reproduced: the clearest candidate above; inconclusive: the open one nearest to deciding against
-    pool = against or {c: d for c, d in corrected.items() if d.verdict is Verdict.INCONCLUSIVE}
-    return _deciding(pool, lambda d: d.high)
+    # (an undecided one only where every candidate is undecided)
+    if against:
+        return _deciding(against, lambda d: d.high)
+    undecided = [str(c) for c, d in corrected.items() if d.short_of]
+    open_ = {c: d for c, d in corrected.items() if d.decision is Verdict.INCONCLUSIVE and not d.short_of}
+    if not open_:
+        return _deciding({c: d for c, d in corrected.items() if d.short_of}, lambda d: d.high)
+    label, difference = _deciding(open_, lambda d: d.high)
+    return (f"{label}; undecided: {', '.join(undecided)}" if undecided else label), difference
 
 
 def _deciding(differences: dict[Any, Difference], key: Callable[[Difference], float]) -> tuple[str, Difference]:
@@ -481,12 +643,13 @@ def compare_with_best_other(records: pd.DataFrame, method: Any, others: Sequence
     without the others' extra seeds (the Bonferroni bound needs no common seeds). Where several candidates
     decide against ``method``, the one named was compared over the most seeds."""
     candidates = _candidates(scoring.means(records), method, others)
-    pairs = {other: on_shared_seeds(records, [method, other], scoring.column) for other in candidates}
+    spread = pooled_seed_spread(records, scoring)
 
     def compare_with(other: Any, level: float) -> Difference:
-        return compare(pairs[other], method, other, scoring, level=level)
+        return compare_shared(records, method, other, scoring, level=level, spread=spread)
 
-    return against_every_candidate(compare_with, candidates, {c: pair["seed"].nunique() for c, pair in pairs.items()})
+    shared = {c: on_shared_seeds(records, [method, c], scoring.column)["seed"].nunique() for c in candidates}
+    return against_every_candidate(compare_with, candidates, shared)
 
 
 def uneven_seeds(records: pd.DataFrame, column: str = "method") -> str:
@@ -525,10 +688,12 @@ def spread_within(records: pd.DataFrame, margin: float,
 
 
 __all__ = [
-    "LEVEL", "MIN_SEEDS", "TABLE_DECIMALS", "Comparison", "Difference", "PairedScores", "Scoring",
-    "against_every_candidate", "at_least",
+    "DECISIVE_SEEDS", "IDENTICAL_TOLERANCE", "LEVEL", "MIN_SEEDS", "TABLE_DECIMALS", "Comparison", "Difference",
+    "PairedScores", "Scoring", "SeedSpread",
+    "against_every_candidate", "at_least", "one_kind", "per_seed_differences", "pool_seed_spread",
+    "pooled_seed_spread",
     "best_other", "best_other_per_group", "client_difference", "compare", "compare_per_group",
-    "compare_with_best_other", "difference_noise", "every", "held_out_difference", "on_shared_seeds", "seed_difference",
-    "side_label",
+    "compare_shared", "compare_with_best_other", "difference_noise", "every", "held_out_difference", "on_shared_seeds",
+    "seed_difference", "side_label",
     "spread_within", "tied_best", "uneven_seeds",
 ]

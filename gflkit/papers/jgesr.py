@@ -189,7 +189,7 @@ def claims(records: Any, ran: Sequence[str], profile: str, *, missing: Any = Non
 
     from gflkit import metrics
     from gflkit.papers import check_claim
-    from gflkit.papers.comparison import (Scoring, best_other_per_group, compare, compare_per_group, every,
+    from gflkit.papers.comparison import (Scoring, best_other_per_group, compare_per_group, compare_shared, every,
                                          on_shared_seeds, seed_difference, uneven_seeds)
 
     levels = sorted(records["s"].unique())
@@ -220,8 +220,9 @@ def claims(records: Any, ran: Sequence[str], profile: str, *, missing: Any = Non
                 evidence(rows, lambda mean, s: f"pdca {mean[(s, 'pdca')]:.2f}"))
 
     def beats_two_step() -> tuple[Any, str]:
+        # each noise level's grid: the two compared on the seeds both ran, the spread floored by the grid's
         rows = shared(["pdca", "two_step"])
-        return (every(compare_per_group(rows, "s", "pdca", "two_step")),
+        return (every(compare_per_group(records, "s", "pdca", "two_step")),
                 evidence(rows, lambda mean, s: f"{mean[(s, 'pdca')]:.2f} vs {mean[(s, 'two_step')]:.2f}"))
 
     def small_drop() -> tuple[Any, str]:
@@ -232,7 +233,7 @@ def claims(records: Any, ran: Sequence[str], profile: str, *, missing: Any = Non
         rates = sorted(set(lossy["missing"]) - {0.0})
         if not rates:
             return None, "no missing rate above 0 ran"
-        parts = {f"missing={rate}": compare(lossy, rate, 0.0, Scoring(column="missing")).exceeding(-10.0)
+        parts = {f"missing={rate}": compare_shared(lossy, rate, 0.0, Scoring(column="missing")).exceeding(-10.0)
                  for rate in rates}
         drop = by_rate[0.0] - by_rate[by_rate.index <= 0.1]
         return every(parts), f"largest drop {drop.max():.2f} points over missing rates {list(by_rate.index)}"
@@ -290,29 +291,34 @@ MISSING_COLUMNS = ["method", "seed", "evaluate", "missing", "client", "round", "
 
 def stored_missing_clients(profile: str, seeds: Sequence[int], runtime: Any, table1: Any) -> Any:
     """Figure 4's per-client rows at each run's reported round (:data:`MISSING_COLUMNS`) for the ``seeds`` of
-    ``profile`` whose every missing rate is held: the lossy runs (missing > 0) from ``runtime``'s store (nothing
-    is computed), the complete one (missing = 0) from ``table1`` — Table 1's committed rows, since PDCA at
-    s = 0.1 without missing entries *is* Table 1's run (the same configuration and key), so a later session
-    need not recompute it. ``ValueError`` when no seed has every rate."""
+    ``profile`` that have at least one lossy run stored: the lossy runs (missing > 0) that ``runtime``'s store
+    holds (nothing is computed; a rate a grid has not reached yet is absent), and the complete one
+    (missing = 0) from ``table1`` — Table 1's committed rows, since PDCA at s = 0.1 without missing entries *is*
+    Table 1's run (the same configuration and key), so a later session need not recompute it. The claim then
+    compares each rate with the complete run on the seeds both have. ``ValueError`` when no lossy run is
+    stored."""
     import pandas as pd
 
     from gflkit import metrics
-    from gflkit.executors import stored_grid_records
+    from gflkit.executors import stored_grid_records, stored_runs
     from gflkit.profiles import resolve_profile
 
     params = resolve_profile(PROFILES, profile, seeds=list(seeds))
     lossy = [run for run in grids(params, ["figure4"])["figure4"] if run.config.channel["missing_rate"] > 0]
-    stored = metrics.reported_rows(stored_grid_records(lossy, runtime, f"Figure 4 run of seeds {list(seeds)}"),
+    held = stored_runs(lossy, runtime)
+    if not held:
+        raise ValueError(f"no Figure 4 run of seeds {list(seeds)} with missing entries is stored under "
+                         f"{runtime.store.root}")
+    stored = metrics.reported_rows(stored_grid_records(held, runtime, f"Figure 4 run of seeds {list(seeds)}"),
                                    ["missing", "seed"])
     complete = table1[(table1["method"] == "pdca") & (table1["s"] == FIGURE4_NOISE) & (table1["missing"] == 0.0)
-                      & table1["seed"].isin(seeds)]
+                      & table1["seed"].isin(set(stored["seed"]))]
+    if complete.empty:
+        raise ValueError(f"`table1` holds no complete PDCA run at s = {FIGURE4_NOISE} of the seeds "
+                         f"{sorted(set(stored['seed']))} whose lossy runs are stored: Figure 4 compares with it")
+    stored = stored[stored["seed"].isin(set(complete["seed"]))]
     rows = pd.concat([complete, stored], ignore_index=True)[MISSING_COLUMNS]
-    rates = set(params.sweep["missing"])
-    whole = [seed for seed, part in rows.groupby("seed") if set(part["missing"]) == rates]
-    if not whole:
-        raise ValueError(f"no seed of {list(seeds)} has Figure 4's every missing rate {sorted(rates)}: the store "
-                         f"{runtime.store.root} holds the lossy runs, `table1` the complete ones")
-    return rows[rows["seed"].isin(whole)].sort_values(["seed", "missing", "client"], ignore_index=True)
+    return rows.sort_values(["seed", "missing", "client"], ignore_index=True)
 
 
 #: The CSVs of a results folder that :func:`decide_from_clients` reads: Table 1's is required, the others

@@ -39,7 +39,7 @@ from gflkit.atomic import atomic_write_text
 from gflkit.experiment import Run
 from gflkit.papers import (Claim, Verdict, append_seeds, check_claim, claims_table, committed_csvs, paper_vs_measured,
                            reported, standing)
-from gflkit.papers.comparison import (best_other, compare, compare_with_best_other, every, on_shared_seeds,
+from gflkit.papers.comparison import (best_other, compare_shared, compare_with_best_other, every, on_shared_seeds,
                                       uneven_seeds)
 from gflkit.profiles import Profile, chosen_sections, known_names
 
@@ -272,7 +272,7 @@ def claims(table3: pd.DataFrame, table4: pd.DataFrame, mixing: pd.DataFrame, tim
 
     def beats(records: pd.DataFrame, better: str, worse: str) -> tuple[Any, str]:
         shared = on_shared_seeds(records, [better, worse])  # a later seed may hold only some variants
-        return compare(shared, better, worse), means(shared, better, worse)
+        return compare_shared(records, better, worse), means(shared, better, worse)
 
     def sfl_star_is_best() -> tuple[Any, str]:
         # each candidate against SFL* on the seeds the two ran (compare_with_best_other)
@@ -281,17 +281,21 @@ def claims(table3: pd.DataFrame, table4: pd.DataFrame, mixing: pd.DataFrame, tim
         accuracy, uneven = final_means(rows), uneven_seeds(rows)
         best = best_other(accuracy, "sfl_star")
         # the interval is SFL* against the candidate compared over the most seeds among those that decide
-        deciding = "" if other in best else f"; the interval is SFL* vs {LABELS[other]}"
+        candidate, _, undecided = other.partition("; undecided: ")  # candidates that lack seeds are named apart
+        deciding = "" if candidate in best else f"; the interval is SFL* vs {LABELS.get(candidate, candidate)}"
+        if undecided:
+            deciding += "; undecided for want of seeds: " + ", ".join(LABELS[m] for m in undecided.split(", "))
         return difference, (f"SFL* {standing(accuracy, 'sfl_star')}; best other: {means(rows, *best)}"
                             + (f" (means over each method's seeds; {uneven})" if uneven else "") + deciding)
 
     def fedatt_below_fedavg() -> tuple[Any, str]:
         shared = on_shared_seeds(table3, ["fedatt", "fedavg"])
-        return compare(shared, "fedavg", "fedatt"), means(shared, "fedatt", "fedavg")
+        return compare_shared(table3, "fedavg", "fedatt"), means(shared, "fedatt", "fedavg")
 
     def both_beat_sfl() -> tuple[Any, str]:
         shared = on_shared_seeds(table4, ["sfl", "sfl_lg", "sfl_per"])
-        return (every({"SFL+LG": compare(shared, "sfl_lg", "sfl"), "SFL+Per": compare(shared, "sfl_per", "sfl")}),
+        return (every({"SFL+LG": compare_shared(table4, "sfl_lg", "sfl"),
+                       "SFL+Per": compare_shared(table4, "sfl_per", "sfl")}),
                 means(shared, "sfl_lg", "sfl_per", "sfl"))
 
     def code_step_star_beats_sfl() -> tuple[Any, str]:

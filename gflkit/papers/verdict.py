@@ -10,12 +10,15 @@ class Verdict(str, Enum):
     ``INCONCLUSIVE``: the claim compares measured numbers and their difference lies within noise (its 95 %
     interval, :mod:`gflkit.papers.comparison`, crosses the claim's threshold), so this budget decides
     nothing either way. ``NOT_RUN``: what the claim needs did not run, or what ran cannot decide it.
+    ``TRIVIAL``: the compared runs are identical to the scores' precision, so the claim's comparison holds or
+    fails by construction, not by evidence (e.g. a hyper-parameter that changes no prediction).
     """
 
     REPRODUCED = "reproduced"
     NOT_REPRODUCED = "not reproduced"
     INCONCLUSIVE = "inconclusive"
     NOT_RUN = "not run"
+    TRIVIAL = "trivial: identical runs"
 
     @classmethod
     def of(cls, holds: bool | None | Verdict) -> Verdict:

@@ -7,6 +7,7 @@ landing page shows one row per folder; a paper's page shows its own rows, so bot
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,8 @@ from gflkit.notebooks import REPO
 
 DOCS = REPO / "docs"
 RESULTS = DOCS / "results"
-VERDICTS = ("reproduced", "not reproduced", "inconclusive")
+#: the verdicts counted apart; "trivial: identical runs" marks a comparison of identical runs, no evidence either way
+VERDICTS = ("reproduced", "not reproduced", "inconclusive", "trivial: identical runs")
 # the benchmark decides "the headline method beats every baseline" per setting instead of claims.csv
 CLAIMS_FILES = ("claims.csv", "headline_vs_best_baseline.csv")
 
@@ -95,8 +97,13 @@ def verdict_column(frame: pd.DataFrame) -> str:
     return next(column for column in frame.columns if column.startswith("verdict"))
 
 
+def verdict_css(verdict: str) -> str:
+    """The CSS name of a verdict's badge and count: ``not-reproduced``, ``trivial-identical-runs``."""
+    return re.sub(r"[^a-z]+", "-", verdict.lower()).strip("-")
+
+
 def verdict_counts(folder: Path) -> Counter[str]:
-    """How many claims of ``folder`` are reproduced, not reproduced, inconclusive (and any other verdict)."""
+    """How many claims of ``folder`` have each verdict (:data:`VERDICTS` and any other, e.g. "not run")."""
     path = claims_file(folder)
     if path is None:
         return Counter()
@@ -141,7 +148,7 @@ class Summary:
 
     @property
     def other_verdicts(self) -> int:
-        """Claims whose verdict is none of the three (e.g. "not run")."""
+        """Claims whose verdict is none of :data:`VERDICTS` (e.g. "not run")."""
         return sum(count for verdict, count in self.verdicts.items() if verdict not in VERDICTS)
 
 

@@ -8,7 +8,8 @@ CSVs cannot disagree:
 * ``gflkit-claims FOLDER`` — a folder's claims CSV, the verdict of each claim as a coloured badge;
 * ``gflkit-paper-vs-measured FOLDER`` — each paper-vs-measured CSV of a folder, folded, with its mean gap;
 * ``gflkit-figures FOLDER`` — every figure the folder's archived notebook drew, captioned with the file name
-  the notebook saved it under.
+  the notebook saved it under;
+* ``gflkit-table FILE`` (option ``:percent: a, b``) — one CSV under ``docs/results/`` as a table.
 """
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ from typing import Any
 
 import pandas as pd
 from docutils import nodes
-from docutils.parsers.rst import Directive
+from docutils.parsers.rst import Directive, directives
 
 from gflkit.report.pages import (PAGES, VERDICTS, Summary, all_summaries, claims_file, paper_gaps, summarize,
-                                 verdict_column)
+                                 verdict_column, verdict_css)
 
 SAVED_FIGURE = re.compile(r"save_figure\([^,]+,\s*results\s*/\s*(?:f?\"([^\"]+)\"|f?'([^']+)')")
 
@@ -33,7 +34,7 @@ def _raw(markup: str) -> list[nodes.Node]:
 
 
 def _badge(verdict: str) -> str:
-    css = verdict.replace(" ", "-") if verdict in VERDICTS else "other"
+    css = verdict_css(verdict) if verdict in VERDICTS else "other"
     return f'<span class="gflkit-verdict gflkit-{css}">{html.escape(verdict)}</span>'
 
 
@@ -103,7 +104,7 @@ def _summary_row(row: Summary, docname: str) -> dict[str, Any]:
 
 
 def _count(verdict: str, count: int) -> str:
-    css = verdict.replace(" ", "-")
+    css = verdict_css(verdict)
     return f'<span class="gflkit-count gflkit-{css}-count">{count}</span>' if count else "0"
 
 
@@ -150,6 +151,23 @@ class PaperVsMeasuredDirective(_FolderDirective):
         return _raw("".join(parts))
 
 
+class TableDirective(_FolderDirective):
+    """A CSV under ``docs/results/`` as a table, numbers with two decimals and the columns named in ``:percent:``
+    (shares in [0, 1]) in per cent: what a page shows of a simulation or a summary is read from its CSV when the
+    site is built, never typed."""
+
+    option_spec = {"percent": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        path = self.path(self.arguments[0])
+        frame = pd.read_csv(path)
+        for column in (c.strip() for c in self.options.get("percent", "").split(",") if c.strip()):
+            if column not in frame.columns:
+                raise self.error(f"gflkit-table: {path.name} has no column {column!r}")
+            frame[column] = frame[column].map(lambda share: f"{100 * share:.2f} %")
+        return _raw(_html_table(frame))
+
+
 class FiguresDirective(_FolderDirective):
     """Every figure of a folder's archived notebook, in the order the notebook drew them."""
 
@@ -194,6 +212,7 @@ def setup(app: Any) -> dict[str, Any]:
     app.add_directive("gflkit-claims", ClaimsDirective)
     app.add_directive("gflkit-paper-vs-measured", PaperVsMeasuredDirective)
     app.add_directive("gflkit-figures", FiguresDirective)
+    app.add_directive("gflkit-table", TableDirective)
     app.add_css_file("gflkit.css")
     app.connect("html-collect-pages", drop_unreadable_sources, priority=400)  # before viewcode's (500)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

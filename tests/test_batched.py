@@ -31,10 +31,18 @@ def digits_federation(method: str, model: str, mode: str, **overrides):
                        model=model, partition="dirichlet", partition_options={"alpha": 0.5}, batch_size=16,
                        lr=0.05, momentum=0.5, weight_decay=1e-3, local_epochs=2, **overrides)
     fed = build_federation(config, Runtime(data_root=None, device="cpu"))
+    in_default_dtype(fed)
     fed.trainer.mode = mode
     algorithm = build_algorithm(method, **config.method_options)
     algorithm.setup(fed)
     return fed, algorithm
+
+
+def in_default_dtype(fed: Federation) -> None:
+    """Cast the loaded samples and client sizes to torch's default dtype, which the models are built in."""
+    dtype = torch.get_default_dtype()
+    fed.data.x = fed.data.x.to(dtype)
+    fed.num_train, fed.num_test = fed.num_train.to(dtype), fed.num_test.to(dtype)
 
 
 def relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -55,29 +63,36 @@ def after_round(method: str, model: str, mode: str, round: int):
 
 
 @pytest.fixture
-def one_thread():
-    """One torch thread: with several, a reduction's order depends on the thread count, and a CNN's ReLU and
-    max-pool kinks can turn those 1e-7 differences into 1e-4 within a round (seen once in 26 cases on 2
-    threads), which is float noise, not a difference between the two loops."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+def double_precision():
+    """Both loops in float64. In float32 the two loops' sums differ by 1e-7 (another reduction order, another
+    CPU's vector width), and a CNN's ReLU or max-pool kink, taken on one side of a near-tie, turns that into
+    1e-4 to 1e-3 in one client's step (FedAMP and IFCA on an AVX2 CPU): float noise, not a difference
+    between the loops. In float64 the same sums differ by 1e-16 and no tie is near enough to flip, so the
+    comparison can be tight enough to catch any real difference."""
+    dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
     yield
-    torch.set_num_threads(threads)
+    torch.set_default_dtype(dtype)
+
+
+#: relative tolerance in float64, where the two loops' sums differ by a few units of 1e-16
+DOUBLE_TOLERANCE = 1e-12
 
 
 @pytest.mark.parametrize("model", ["mclr", "simple_cnn"])
 @pytest.mark.parametrize("method", sorted(BATCHABLE))
-def test_batched_clients_train_the_sequential_models(method, model, one_thread):
+def test_batched_clients_train_the_sequential_models(method, model, double_precision):
     # rounds 2 and 3 exercise the terms that need a first aggregation (FedSKA's structure, MOON's history, ...)
     for round in (1, 2, 3):
         (sequential, uploads, losses), (batched, batched_uploads, batched_losses) = (
             after_round(method, model, mode, round) for mode in ("sequential", "batched"))
         assert len(set(len(i) for i in batched.data.train_indices)) > 1, "clients of unequal sizes"
-        assert relative_difference(uploads, batched_uploads) <= 1e-5
-        assert relative_difference(losses, batched_losses) <= 1e-5
-        assert relative_difference(sequential.models, batched.models) <= 1e-5
+        assert uploads.dtype == torch.float64
+        assert relative_difference(uploads, batched_uploads) <= DOUBLE_TOLERANCE
+        assert relative_difference(losses, batched_losses) <= DOUBLE_TOLERANCE
+        assert relative_difference(sequential.models, batched.models) <= DOUBLE_TOLERANCE
         if sequential.global_model is not None:
-            assert relative_difference(sequential.global_model, batched.global_model) <= 1e-5
+            assert relative_difference(sequential.global_model, batched.global_model) <= DOUBLE_TOLERANCE
 
 
 def test_the_schedule_is_the_sequential_loops_batches_and_unequal_clients_stop_early():

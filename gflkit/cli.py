@@ -1,5 +1,5 @@
-"""Command line: ``gflkit data list|verify|fetch|clean``, ``gflkit notebook NAME --profile P`` and
-``gflkit precompute NAME --profile P``.
+"""Command line: ``gflkit data list|verify|fetch|clean``, ``gflkit notebook NAME --profile P``,
+``gflkit precompute NAME --profile P``, ``gflkit archive`` and ``gflkit figures FOLDER``.
 
 Only the standard library is imported up front: ``gflkit --help`` answers at once, a mistaken name,
 profile, parameter, device or results folder is refused before torch is imported (see
@@ -54,6 +54,28 @@ def _notebook(args: argparse.Namespace) -> int:
         return 2
     print(f"executed notebook written to {output}")
     return 0
+
+
+def _figures(args: argparse.Namespace) -> int:
+    from gflkit.report.figures import draw_folder
+
+    if args.out is not None and len(args.folders) > 1:
+        print(f"gflkit figures: --out takes one FOLDER, got {len(args.folders)}; drop --out to draw each folder's "
+              "figures beside its CSVs", file=sys.stderr)
+        return 2
+    status = 0
+    for folder in args.folders:
+        try:
+            drawn = draw_folder(folder, args.out)
+        except (FileNotFoundError, KeyError, ValueError) as error:
+            print(f"gflkit figures: {error.args[0] if isinstance(error, KeyError) else error}", file=sys.stderr)
+            status = 2
+            continue
+        for path in drawn.saved:
+            print(f"drew {path}")
+        for file, why in drawn.skipped:
+            print(f"skipped {file} ({why} in {folder})")
+    return status
 
 
 def _archive(args: argparse.Namespace) -> int:
@@ -208,13 +230,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="auto (a CUDA GPU when present, else the CPU) | cpu | cuda | cuda:N (default: auto)")
     pre.set_defaults(func=_precompute)
     arc = commands.add_parser("archive", help="execute reported notebooks from their stores into docs/results/",
-                              description="Execute each archived notebook (gflkit/report/archive.py's ARCHIVE)\n"
+                              description="Execute each archived notebook (each paper's `archived` profiles in gflkit/catalog.py)\n"
                                           "from its result store results/NAME_PROFILE and write it, outputs,\n"
                                           "figures and CSVs included, under docs/results/NAME_PROFILE/.",
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     arc.add_argument("entries", nargs="*", metavar="NAME:PROFILE",
                      help="the entries to archive, e.g. quickstart:ci (default: all)")
     arc.set_defaults(func=_archive)
+    fig = commands.add_parser("figures", help="redraw a results folder's figures from its committed CSVs",
+                              description="Draw every figure a results folder's paper declares (gflkit/catalog.py's\n"
+                                          "PAPERS) from the folder's CSVs alone, no store and no training, and save\n"
+                                          "them beside the CSVs (or under --out).",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    fig.add_argument("folders", nargs="+", metavar="FOLDER", help="results folders, e.g. docs/results/jgesr_paper1")
+    fig.add_argument("--out", default=None, help="save the figures here instead (one folder for one FOLDER)")
+    fig.set_defaults(func=_figures)
     for command in (nb, pre, arc):  # also accepted after the command; SUPPRESS keeps a value given before it
         _add_threads_option(command, default=argparse.SUPPRESS)
     return parser

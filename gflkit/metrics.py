@@ -22,11 +22,13 @@ scored on: it is left out of every summary and counted apart (``num_unscored``),
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pandas as pd
-from torch import Tensor
+
+if TYPE_CHECKING:  # the summaries read CSVs and frames; importing them must not import torch
+    from torch import Tensor
 
 SUMMARY_COLUMNS = ("mean", "weighted_mean", "best5", "worst5", "std")
 
@@ -86,7 +88,7 @@ def average_precision(scores: Tensor, labels: Tensor) -> float:
 
 def _values(values: Any, name: str = "values") -> np.ndarray:
     """Per-client values (list, numpy array, tensor, pandas Series) as a finite 1-D float64 array."""
-    if isinstance(values, Tensor):
+    if hasattr(values, "detach"):  # a torch tensor, perhaps on a GPU or requiring grad
         values = values.detach().cpu().numpy()
     array = np.asarray(values, dtype=np.float64)
     if array.ndim != 1 or len(array) == 0:

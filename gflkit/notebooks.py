@@ -4,7 +4,7 @@ Everything a reproduction needs is checked before a kernel starts, cheapest firs
 its parameters and profile, the results folder and the device are checked with the standard library
 alone (torch is imported only to ask whether a CUDA device exists), because the notebook's parameters
 cell is read as a declaration (JSON and :mod:`ast`), not executed, and its profiles are the data of
-:mod:`gflkit.catalog`. Then the profile is resolved with its overrides and the data its core tables need are
+:data:`gflkit.catalog.PAPERS`. Then the profile is resolved with its overrides and the data its core tables need are
 looked for (:func:`check_profile`). A mistake raises :class:`NotebookError` in one line.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from unittest import mock
 
 from gflkit import staging
 from gflkit.atomic import disk_full
-from gflkit.catalog import NOTEBOOKS
+from gflkit.catalog import PAPERS
 from gflkit.lifeline import ENV_PARENT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,16 +90,16 @@ def _check_cuda(device: str) -> None:
 
 
 def profile_names(name: str) -> list[str]:
-    """The profiles of notebook ``name`` (:data:`gflkit.catalog.NOTEBOOKS`; none for a notebook it does not list)."""
-    entry = NOTEBOOKS.get(name)
-    return list(entry.profiles) if entry else []
+    """The profiles of notebook ``name`` (:data:`gflkit.catalog.PAPERS`; none for a notebook it does not list)."""
+    paper = PAPERS.get(name)
+    return list(paper.profiles) if paper else []
 
 
 def publishes_grids(name: str) -> bool:
     """Whether ``gflkit/papers/<name>.py`` publishes ``grids(profile, ...)``, the runs its notebook reads (what
-    ``gflkit precompute`` computes), as :data:`gflkit.catalog.NOTEBOOKS` says."""
-    entry = NOTEBOOKS.get(name)
-    return bool(entry and entry.grids)
+    ``gflkit precompute`` computes), as :data:`gflkit.catalog.PAPERS` says."""
+    paper = PAPERS.get(name)
+    return bool(paper and paper.grids)
 
 
 def check_profile_name(name: str, profile: object) -> None:

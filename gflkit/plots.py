@@ -233,8 +233,9 @@ def label_distribution(labels: Tensor, parts: list[Tensor], num_classes: int, ax
 
 def seed_means(frame: pd.DataFrame, x: str = "method", y: str = "mean", seed: str = "seed",
                order: Sequence[str] | None = None, ax: Axes | None = None) -> Axes:
-    """Each ``x`` category's per-seed values of ``y`` as dots (one per ``seed``, side by side) and their
-    mean as a horizontal bar: how far a rerun moves a number, next to the gaps between categories.
+    """Each ``x`` category's per-seed values of ``y`` as dots (one per ``seed``, side by side, a colour per seed
+    so that one seed's runs are seen together) and their mean as a horizontal bar: how far a rerun moves a
+    number, next to the gaps between categories.
 
     ``order``: the categories from left to right (default: sorted); one absent from ``frame`` is skipped.
     """
@@ -242,11 +243,19 @@ def seed_means(frame: pd.DataFrame, x: str = "method", y: str = "mean", seed: st
     ax = _axes(ax)
     present = set(frame[x])
     categories = [c for c in (order if order is not None else sorted(present)) if c in present]
+    seeds = sorted(frame[seed].unique())
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colours = {s: cycle[i % len(cycle)] for i, s in enumerate(seeds)}
     for position, category in enumerate(categories):
-        values = frame.loc[frame[x] == category].sort_values(seed)[y].to_numpy(dtype=np.float64)
+        runs = frame.loc[frame[x] == category].sort_values(seed)
+        values = runs[y].to_numpy(dtype=np.float64)
         offsets = np.linspace(-0.2, 0.2, len(values)) if len(values) > 1 else np.zeros(1)
-        ax.scatter(position + offsets, values, s=14, color="tab:blue", zorder=3)
+        ax.scatter(position + offsets, values, s=14, color=[colours[s] for s in runs[seed]], zorder=3)
         ax.plot([position - 0.3, position + 0.3], [values.mean()] * 2, color="black", linewidth=1.5)
+    if len(seeds) > 1:
+        ax.legend(handles=[Line2D([], [], marker="o", linestyle="", color=colours[s], markersize=4, label=str(s))
+                           for s in seeds], title=seed, fontsize="x-small", title_fontsize="x-small",
+                  loc="best")
     ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=45, ha="right")
     ax.set_ylabel(y)
     return ax
@@ -340,28 +349,54 @@ __all__ = [
     "draw_client_graph",
     "label_distribution",
     "learning_curves",
+    "paper_vs_measured",
     "save_figure",
 ]
 
 
 def seed_means_by_setting(per_seed: pd.DataFrame, order: Sequence[str] | None = None,
-                          settings: Sequence[str] | None = None) -> Figure:
-    """:func:`seed_means` of each setting in its own panel, two rows of panels (``per_seed``: columns ``method``,
-    ``setting``, ``seed``, ``mean``; methods in ``order``, settings in ``settings``' order, default: as they
-    appear; one absent from ``per_seed`` is skipped)."""
+                          settings: Sequence[str] | None = None,
+                          ylabel: str = "mean client accuracy (%)") -> Figure:
+    """:func:`seed_means` of each setting in its own panel, in at most two rows of panels (``per_seed``: columns
+    ``method``, ``setting``, ``seed``, ``mean``; methods in ``order``, settings in ``settings``' order, default:
+    as they appear; one absent from ``per_seed`` is skipped)."""
     _require(per_seed, setting="setting")
     present = list(dict.fromkeys(per_seed["setting"]))
     settings = [s for s in settings if s in present] if settings is not None else present
-    columns = (len(settings) + 1) // 2
-    fig, axes = plt.subplots(2, columns, figsize=(5 * columns, 8), squeeze=False)
+    rows = min(2, len(settings))
+    columns = -(-len(settings) // rows)
+    fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 4 * rows), squeeze=False)
     for ax, setting in zip(axes.flat, settings):
         seed_means(per_seed[per_seed["setting"] == setting], order=order, ax=ax)
         ax.set_title(setting)
-        ax.set_ylabel("mean client accuracy (%)")
+        ax.set_ylabel(ylabel)
     for ax in list(axes.flat)[len(settings):]:
         ax.set_visible(False)
     fig.tight_layout()
     return fig
+
+
+def paper_vs_measured(table: pd.DataFrame, labels: Sequence[str], ax: Axes | None = None) -> Axes:
+    """Each row of a paper-vs-measured table (columns ``measured`` and ``paper``, optionally ``measured_std``) as
+    a line of the plot, named by its ``labels`` columns: the measured number as a dot (with ± its seed spread
+    where the table has one) and the paper's as an open diamond, so the gaps and how they compare with a
+    rerun's spread are read at a glance. A row without a paper number shows the measured dot alone."""
+    _require(table, measured="measured", paper="paper")
+    if table.empty:
+        raise ValueError("paper_vs_measured needs at least one row")
+    ax = _axes(ax)
+    names = table[list(labels)].astype(str).agg(", ".join, axis=1).to_list() if labels else list(map(str, table.index))
+    lines = np.arange(len(table))[::-1]
+    spread = table["measured_std"].fillna(0).to_numpy(float) if "measured_std" in table else None
+    ax.errorbar(table["measured"].to_numpy(float), lines, xerr=spread, fmt="o", color="tab:blue", markersize=4,
+                capsize=2, label="measured" + (" (± seed std)" if spread is not None else ""))
+    ax.scatter(table["paper"].to_numpy(float), lines, marker="D", facecolors="none", edgecolors="black", s=22,
+               label="paper", zorder=3)
+    ax.set_yticks(lines, names, fontsize="small")
+    ax.set_ylim(-0.7, len(table) - 0.3)
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize="small", loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, frameon=False)
+    return ax
 
 
 def critical_difference_panels(panels: dict[str, tuple[pd.Series, float]]) -> Figure:

@@ -157,3 +157,39 @@ def test_seed_means_one_dot_per_seed_and_a_mean_bar_per_category() -> None:
     with pytest.raises(ValueError, match="seed column 'run'"):
         plots.seed_means(frame, seed="run")
     plt.close("all")
+
+
+def test_seed_means_colours_each_seed_alike_across_categories() -> None:
+    frame = pd.DataFrame({"method": ["a", "a", "b", "b"], "seed": [0, 1, 1, 0], "mean": [1.0, 2.0, 3.0, 4.0]})
+    ax = plots.seed_means(frame)
+    a, b = (collection.get_facecolors() for collection in ax.collections)
+    assert np.allclose(a, b), "seed 0 then seed 1 in both categories, the same colours"
+    assert not np.allclose(a[0], a[1])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["0", "1"]
+
+
+def test_seed_means_by_setting_one_panel_per_setting_in_at_most_two_rows() -> None:
+    frame = pd.DataFrame({"setting": ["x", "y", "z"], "method": ["a"] * 3, "seed": [0] * 3, "mean": [1.0, 2, 3]})
+    fig = plots.seed_means_by_setting(frame, ylabel="mean client auc")
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == ["x", "y", "z"] and len(fig.axes) == 4
+    assert visible[0].get_ylabel() == "mean client auc"
+    assert len(plots.seed_means_by_setting(frame[:1]).axes) == 1
+
+
+def test_paper_vs_measured_a_line_per_row_with_the_seed_spread() -> None:
+    table = pd.DataFrame({"method": ["fedavg", "sfl", "new"], "measured": [90.0, 85.0, 70.0],
+                          "measured_std": [1.0, 6.0, None], "paper": [91.0, 92.0, None]})
+    ax = plots.paper_vs_measured(table, ["method"])
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["fedavg", "sfl", "new"]
+    measured = ax.containers[0]
+    assert measured.lines[0].get_xdata().tolist() == [90.0, 85.0, 70.0]
+    assert measured.lines[0].get_ydata().tolist() == [2, 1, 0], "the first row on top"
+    spread = measured.lines[2][0].get_segments()
+    assert [segment[:, 0].tolist() for segment in spread] == [[89.0, 91.0], [79.0, 91.0], [70.0, 70.0]]
+    paper = np.ma.filled(ax.collections[-1].get_offsets(), np.nan)
+    assert paper[:2].tolist() == [[91.0, 2.0], [92.0, 1.0]] and np.isnan(paper[2, 0]), "no paper number, no diamond"
+    with pytest.raises(ValueError, match="at least one row"):
+        plots.paper_vs_measured(table[:0], ["method"])
+    with pytest.raises(ValueError, match="paper column"):
+        plots.paper_vs_measured(table.drop(columns="paper"), ["method"])

@@ -4,7 +4,8 @@ Each paper has a CSV file beside this module (``fedska.csv``, ...) with one repo
 ``table, dataset, setting, method, metric, value, std``. Numbers are transcribed from the paper's text
 (``../shared/papers``); they are shown next to measured ones and never used to produce them. A claim's
 verdict (:class:`~gflkit.papers.verdict.Verdict`) comes from its check; a claim that compares measured
-numbers is decided against their noise (:mod:`gflkit.papers.comparison`).
+numbers is decided against their noise (:mod:`gflkit.papers.comparison`). :data:`PAPERS` is the registry of
+the papers (:mod:`gflkit.catalog`): their profiles, archived executions, pages and figures.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from gflkit.catalog import PAPERS, FigureSpec, Paper
 from gflkit.papers.comparison import Comparison, Difference, every
 from gflkit.papers.verdict import Verdict
 

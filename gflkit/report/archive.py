@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from gflkit.atomic import atomic_write, atomic_write_text
+from gflkit.catalog import PAPERS
 from gflkit.notebooks import REPO, NotebookError
 
 DOCS_RESULTS = REPO / "docs" / "results"
@@ -56,16 +57,9 @@ class Archived:
         return f"{self.name}_{self.profile}"
 
 
-ARCHIVE: tuple[Archived, ...] = (
-    Archived("quickstart", "ci"),
-    Archived("flower", "smoke"),
-    Archived("fedska", "ci"),
-    Archived("jgesr", "ci"),
-    Archived("sfl", "ci", {"seeds": [0, 1, 2]}),
-    Archived("fedvgae", "ci"),
-    Archived("fedcg", "ci"),
-    Archived("benchmark", "ci"),
-)
+#: every execution a paper of :data:`gflkit.catalog.PAPERS` archives, in its order
+ARCHIVE: tuple[Archived, ...] = tuple(Archived(paper.name, profile, dict(parameters))
+                                      for paper in PAPERS.values() for profile, parameters in paper.archived.items())
 
 
 def entry(key: str) -> Archived:
@@ -74,7 +68,7 @@ def entry(key: str) -> Archived:
         if archived.key == key:
             return archived
     raise NotebookError(f"{key!r} is not archived; choose from {', '.join(a.key for a in ARCHIVE)} "
-                        f"(or add an entry to gflkit/report/archive.py's ARCHIVE)")
+                        f"(or add the profile to its paper's `archived` in gflkit/catalog.py)")
 
 
 def archived_notebooks(docs: Path = DOCS_RESULTS) -> list[Path]:

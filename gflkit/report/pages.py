@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from gflkit.catalog import PAPERS, paper_of_folder
+from gflkit.catalog import profile_of_folder as profile_of
 from gflkit.notebooks import REPO
 
 DOCS = REPO / "docs"
@@ -47,30 +49,14 @@ class Page:
         return sorted(found, key=lambda path: (_budget_rank(path.name), path.name))
 
 
-PAGES: tuple[Page, ...] = (
-    Page("quickstart", "Quickstart", ("quickstart",)),
-    Page("fedska", "FedSKA", ("fedska",)),
-    Page("sfl", "SFL", ("sfl",)),
-    Page("jgesr", "JGESR", ("jgesr",)),
-    Page("fedcg", "FedCG", ("fedcg",)),
-    Page("fedvgae", "FedVGAE", ("fedvgae",)),
-    Page("benchmark", "Benchmark", ("benchmark",)),
-    Page("engine", "Engine and Flower", ("flower",), claims=False, figures=False),
-)
-NOTEBOOKS = sorted({notebook for page in PAGES for notebook in page.notebooks}, key=len, reverse=True)
+#: one page per paper of :data:`gflkit.catalog.PAPERS`, in its order
+PAGES: tuple[Page, ...] = tuple(Page(paper.page, paper.title, (paper.name,), paper.claims, paper.notebook_figures)
+                                for paper in PAPERS.values())
 
 
 def _notebook_of(folder: str) -> str:
-    """The notebook of a result folder ``<notebook>_<profile>`` (profiles may contain ``_``)."""
-    for notebook in NOTEBOOKS:
-        if folder.startswith(notebook + "_"):
-            return notebook
-    return folder.split("_")[0]
-
-
-def profile_of(folder: str) -> str:
-    """The profile part of a result folder's name, e.g. ``paper_gpu`` for ``sfl_paper_gpu``."""
-    return folder[len(_notebook_of(folder)) + 1:]
+    """The notebook of a result folder ``<notebook>_<profile>``."""
+    return paper_of_folder(folder).name
 
 
 def _budget_rank(folder: str) -> int:
@@ -84,7 +70,14 @@ def page_of(folder: str) -> Page:
     for page in PAGES:
         if notebook in page.notebooks:
             return page
-    raise KeyError(f"result folder {folder!r} belongs to no report page; add its notebook to gflkit/report/pages.py")
+    raise KeyError(f"result folder {folder!r} belongs to no report page; add its paper to gflkit/catalog.py")
+
+
+def committed_figures(folder: Path) -> list[tuple[str, Path]]:
+    """``(caption, path)`` of every figure the paper of ``folder`` declares whose PNG the folder holds (drawn from
+    its CSVs by ``gflkit figures``), in the order the paper declares them."""
+    return [(spec.caption, folder / spec.file) for spec in paper_of_folder(folder.name).figures
+            if (folder / spec.file).exists()]
 
 
 def claims_file(folder: Path) -> Path | None:

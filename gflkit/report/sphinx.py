@@ -8,11 +8,13 @@ CSVs cannot disagree:
 * ``gflkit-claims FOLDER`` — a folder's claims CSV, the verdict of each claim as a coloured badge;
 * ``gflkit-paper-vs-measured FOLDER`` — each paper-vs-measured CSV of a folder, folded, with its mean gap;
 * ``gflkit-figures FOLDER`` — every figure the folder's archived notebook drew, captioned with the file name
-  the notebook saved it under;
+  the notebook saved it under; for a folder without an archived notebook (a paper-budget folder), the figures
+  its paper declares (:data:`gflkit.catalog.PAPERS`), drawn from its CSVs by ``gflkit figures``;
 * ``gflkit-table FILE`` (option ``:percent: a, b``) — one CSV under ``docs/results/`` as a table.
 """
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
@@ -23,8 +25,8 @@ import pandas as pd
 from docutils import nodes
 from docutils.parsers.rst import Directive, directives
 
-from gflkit.report.pages import (PAGES, VERDICTS, Summary, all_summaries, claims_file, paper_gaps, summarize,
-                                 verdict_column, verdict_css)
+from gflkit.report.pages import (PAGES, VERDICTS, Summary, all_summaries, claims_file, committed_figures,
+                                 paper_gaps, summarize, verdict_column, verdict_css)
 
 SAVED_FIGURE = re.compile(r"save_figure\([^,]+,\s*results\s*/\s*(?:f?\"([^\"]+)\"|f?'([^']+)')")
 
@@ -169,16 +171,22 @@ class TableDirective(_FolderDirective):
 
 
 class FiguresDirective(_FolderDirective):
-    """Every figure of a folder's archived notebook, in the order the notebook drew them."""
+    """Every figure of a folder's archived notebook, in the order the notebook drew them; for a folder without
+    one (a paper-budget folder), the figures its paper declares, drawn from its CSVs by ``gflkit figures``."""
 
     def run(self) -> list[nodes.Node]:
         folder = self.path(self.arguments[0])
         notebook = summarize(folder).notebook
-        if notebook is None:
-            raise self.error(f"gflkit-figures: {folder} has no archived notebook (run `gflkit archive`)")
-        figures = notebook_figures(json.loads(notebook.read_text()))
-        if not figures:
-            raise self.error(f"gflkit-figures: the archived {notebook.name} in {folder} drew no figure")
+        if notebook is not None:
+            figures = notebook_figures(json.loads(notebook.read_text()))
+            if not figures:
+                raise self.error(f"gflkit-figures: the archived {notebook.name} in {folder} drew no figure")
+        else:
+            figures = [(caption, base64.b64encode(path.read_bytes()).decode("ascii"))
+                       for caption, path in committed_figures(folder)]
+            if not figures:
+                raise self.error(f"gflkit-figures: {folder} has neither an archived notebook nor a figure its "
+                                 f"paper declares (run `gflkit figures {folder}`)")
         return _raw("".join(f'<figure class="gflkit-figure"><img alt="{html.escape(caption)}" '
                             f'src="data:image/png;base64,{png}"><figcaption>{html.escape(caption)}</figcaption></figure>'
                             for caption, png in figures))

@@ -53,23 +53,31 @@ def test_paper_vs_measured_keeps_the_spread_over_seeds_where_the_measurement_has
 
 
 def test_claims_table_reports_verdicts():
-    table = claims_table([Claim("a", Verdict.REPRODUCED, "x", "smoke"), Claim("b", Verdict.NOT_REPRODUCED, "y", "ci"),
-                          Claim("c", Verdict.INCONCLUSIVE, "z", "ci")])
+    table = claims_table([Claim("a", "A", Verdict.REPRODUCED, "x", "smoke"),
+                          Claim("b", "B", Verdict.NOT_REPRODUCED, "y", "ci"), Claim("c", "C", Verdict.INCONCLUSIVE, "z", "ci")])
     assert table["verdict"].tolist() == ["reproduced", "not reproduced", "inconclusive"]
-    assert list(table.columns) == list(CLAIM_COLUMNS)
+    assert list(table.columns) == list(CLAIM_COLUMNS) and table["id"].tolist() == ["a", "b", "c"]
     assert table["difference"].tolist() == ["—"] * 3, "claims that compare nothing show no difference"
+
+
+def test_a_claim_has_one_well_formed_id():
+    with pytest.raises(ValueError, match="claim id 'PDCA best' must be lower-case words joined by '_'"):
+        check_claim("PDCA best", "PDCA is the best", [], [], lambda: (True, ""), "ci")
+    twice = [Claim("pdca_best", statement, Verdict.REPRODUCED, "", "ci") for statement in ("PDCA is best", "reworded")]
+    with pytest.raises(ValueError, match=r"claim ids \['pdca_best'\] name more than one claim"):
+        claims_table(twice)
 
 
 def test_a_comparison_claim_shows_its_difference_interval_and_noise_model():
     within_noise = Difference(0.03, -0.4, 0.46, "paired bootstrap over 100 clients, unweighted mean", 100)
-    single = check_claim("A beats B", ["a", "b"], ["a", "b"], lambda: (within_noise, "A 90.03 vs B 90.00"), "ci")
+    single = check_claim("a_beats_b", "A beats B", ["a", "b"], ["a", "b"], lambda: (within_noise, "A 90.03 vs B 90.00"), "ci")
     assert single.verdict is Verdict.INCONCLUSIVE
-    assert single.as_row() == {"claim": "A beats B", "verdict": "inconclusive", "difference": "+0.03",
+    assert single.as_row() == {"id": "a_beats_b", "claim": "A beats B", "verdict": "inconclusive", "difference": "+0.03",
                                "interval": "[−0.40, +0.46]",
                                "noise model": "paired bootstrap over 100 clients, unweighted mean",
                                "evidence": "A 90.03 vs B 90.00", "profile": "ci"}
     clear = Difference(2.0, 1.5, 2.5, "paired bootstrap over 100 clients, unweighted mean", 100)
-    settings = check_claim("A beats B at every q", [], [], lambda: (every({"q=2": clear, "q=5": within_noise}), "…"),
+    settings = check_claim("a_beats_b_everywhere", "A beats B at every q", [], [], lambda: (every({"q=2": clear, "q=5": within_noise}), "…"),
                            "ci")
     row = settings.as_row()
     assert settings.verdict is Verdict.INCONCLUSIVE
@@ -79,17 +87,17 @@ def test_a_comparison_claim_shows_its_difference_interval_and_noise_model():
 
 
 def test_a_check_may_return_a_verdict_for_a_claim_that_is_no_comparison():
-    claim = check_claim("the objective is non-increasing", [], [], lambda: (True, "12 iterations"), "smoke")
+    claim = check_claim("descends", "the objective is non-increasing", [], [], lambda: (True, "12 iterations"), "smoke")
     assert claim.verdict is Verdict.REPRODUCED and claim.differences == ()
-    assert check_claim("x", [], [], lambda: (Verdict.INCONCLUSIVE, "why"), "smoke").verdict is Verdict.INCONCLUSIVE
+    assert check_claim("x", "x", [], [], lambda: (Verdict.INCONCLUSIVE, "why"), "smoke").verdict is Verdict.INCONCLUSIVE
 
 
 def test_a_claim_whose_methods_did_not_run_is_listed_as_not_run_and_never_checked():
     def must_not_run():
         raise KeyError("fedprox")  # what indexing a table without the method's row does
 
-    skipped = check_claim("FedSKA beats FedProx", ["fedska", "fedprox"], ["fedavg", "fedska"], must_not_run, "smoke")
-    checked = check_claim("FedSKA beats FedAvg", ["fedska", "fedavg"], ["fedavg", "fedska"],
+    skipped = check_claim("beats_fedprox", "FedSKA beats FedProx", ["fedska", "fedprox"], ["fedavg", "fedska"], must_not_run, "smoke")
+    checked = check_claim("beats_fedavg", "FedSKA beats FedAvg", ["fedska", "fedavg"], ["fedavg", "fedska"],
                           lambda: (True, "91 vs 88"), "smoke")
     table = claims_table([skipped, checked])
     assert table["verdict"].tolist() == ["not run", "reproduced"]
@@ -118,7 +126,7 @@ def test_standing_ranks_a_method_or_says_it_did_not_run():
 
 
 def test_a_check_may_say_what_ran_cannot_decide_the_claim():
-    claim = check_claim("A beats B", ["a", "b"], ["a", "b"], lambda: (None, "no method learned"), "ci")
+    claim = check_claim("a_beats_b", "A beats B", ["a", "b"], ["a", "b"], lambda: (None, "no method learned"), "ci")
     assert claim.as_row()["verdict"] == "not run" and claim.as_row()["evidence"] == "no method learned"
 
 

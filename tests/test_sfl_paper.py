@@ -201,7 +201,7 @@ def test_append_to_folder_refuses_a_disagreeing_row_and_writes_nothing(tmp_path)
     with pytest.raises(ValueError, match="fedavg"):
         sfl.append_to_folder(folder, changed, "paper")
     for name in sorted(p.name for p in committed.iterdir()):
-        assert (folder / name).read_text() == (committed / name).read_text(), name
+        assert (folder / name).read_bytes() == (committed / name).read_bytes(), name
 
 
 def test_committed_ci_claims_are_decided_from_the_committed_per_client_csvs():

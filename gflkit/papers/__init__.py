@@ -9,6 +9,7 @@ the papers (:mod:`gflkit.catalog`): their profiles, archived executions, pages a
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
@@ -68,17 +69,22 @@ def paper_vs_measured(
 #: what a claim's check returns first — whether it holds (a claim that is no comparison), its verdict, or
 #: the difference(s) that decide it (:mod:`gflkit.papers.comparison`)
 Outcome = bool | None | Verdict | Difference | Comparison
-CLAIM_COLUMNS = ("claim", "verdict", "difference", "interval", "noise model", "evidence", "profile")
+CLAIM_COLUMNS = ("id", "claim", "verdict", "difference", "interval", "noise model", "evidence", "profile")
+#: a claim's id: lower-case words joined by ``_``, unique within its paper
+CLAIM_ID = re.compile(r"[a-z0-9]+(_[a-z0-9]+)*")
 
 
 @dataclass(frozen=True)
 class Claim:
     """A qualitative statement of a paper, our verdict on it and the measurements behind it.
 
+    ``key``: the claim's stable id within its paper (:data:`CLAIM_ID`), what tests, CSVs and later sessions'
+    comparisons identify it by; ``statement`` is display text and may be reworded.
     ``differences``: for a claim that compares measured numbers, the differences that decided it, each with
     a label (the setting it belongs to; empty for a claim decided by one difference).
     """
 
+    key: str
     statement: str
     verdict: Verdict
     evidence: str
@@ -94,6 +100,7 @@ class Claim:
         decided = [d for _, d in self.differences if not d.short_of and not d.identical]
         models = dict.fromkeys(d.model for d in decided)
         return {
+            "id": self.key,
             "claim": self.statement,
             "verdict": self.verdict.value,
             "difference": self._each(lambda d: d.estimate_text),
@@ -104,9 +111,9 @@ class Claim:
         }
 
 
-def check_claim(statement: str, needs: Iterable[str], ran: Iterable[str],
+def check_claim(key: str, statement: str, needs: Iterable[str], ran: Iterable[str],
                 check: Callable[[], tuple[Outcome, str]], profile: str) -> Claim:
-    """The claim ``statement``, checked by ``check()`` when every method or dataset it ``needs`` is among
+    """The claim ``statement`` (stable id ``key``, :data:`CLAIM_ID`), checked by ``check()`` when every method or dataset it ``needs`` is among
     those that ``ran``; otherwise "not run", naming what is missing — so an override that runs a subset of
     the methods still gets a claims table.
 
@@ -117,15 +124,17 @@ def check_claim(statement: str, needs: Iterable[str], ran: Iterable[str],
     non-increasing") returns whether it holds (``True`` / ``False``), or ``None`` when what ran cannot
     decide it (e.g. no method learned at this budget: not run).
     """
+    if not CLAIM_ID.fullmatch(key):
+        raise ValueError(f"claim id {key!r} must be lower-case words joined by '_', e.g. 'pdca_best'")
     missing = [name for name in dict.fromkeys(needs) if name not in set(ran)]
     if missing:
-        return Claim(statement, Verdict.NOT_RUN, f"needs {missing}, which this run did not include", profile)
+        return Claim(key, statement, Verdict.NOT_RUN, f"needs {missing}, which this run did not include", profile)
     outcome, evidence = check()
     if isinstance(outcome, Difference):
         outcome = every({"": outcome})
     if isinstance(outcome, Comparison):
-        return Claim(statement, outcome.verdict, evidence, profile, outcome.parts)
-    return Claim(statement, Verdict.of(outcome), evidence, profile)
+        return Claim(key, statement, outcome.verdict, evidence, profile, outcome.parts)
+    return Claim(key, statement, Verdict.of(outcome), evidence, profile)
 
 
 def standing(scores: pd.Series, method: str, unit: str = " %") -> str:
@@ -196,5 +205,9 @@ def append_seeds(committed: pd.DataFrame, later: pd.DataFrame, keys: Sequence[st
 
 
 def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:
-    """The claims as a table with columns :data:`CLAIM_COLUMNS`."""
+    """The claims as a table with columns :data:`CLAIM_COLUMNS`; ``ValueError`` when two claims share an id."""
+    keys = [c.key for c in claims]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise ValueError(f"claim ids {repeated} name more than one claim; each claim needs its own id")
     return pd.DataFrame([c.as_row() for c in claims], columns=list(CLAIM_COLUMNS))

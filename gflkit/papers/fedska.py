@@ -262,31 +262,39 @@ def claims(records: pd.DataFrame, ablation: pd.DataFrame, ran: Sequence[str], pr
 
     at_low = records[records["q"] == min(qs)]
     return [
-        check_claim("beats_fedavg_fedprox", "FedSKA beats FedAvg and FedProx at every shard setting (4.3)", ["fedska", "fedavg", "fedprox"],
+        check_claim("beats_fedavg_fedprox",
+                    "FedSKA beats FedAvg and FedProx at every shard setting (4.3)", ["fedska", "fedavg", "fedprox"],
                     ran, lambda: (every(best_other_per_group(records, "q", "fedska", ["fedavg", "fedprox"])),
                                   means("fedska", ["fedavg", "fedprox"])), profile),
-        check_claim("best_of_eight", "FedSKA has the best mean accuracy of all eight methods at every shard setting (Table 1)",
+        check_claim("best_of_eight",
+                    "FedSKA has the best mean accuracy of all eight methods at every shard setting (Table 1)",
                     list(METHODS), ran,
                     lambda: (every(best_other_per_group(records, "q", "fedska")),
                              "; ".join(f"q={q}: FedSKA {standing(mean[q], 'fedska')}" for q in qs) + seeds), profile),
         check_claim("beats_sfl", "FedSKA beats SFL, its strongest graph-based baseline (4.3)", ["fedska", "sfl"], ran,
                     lambda: (every(compare_per_group(records, "q", "fedska", "sfl")), means("fedska", ["sfl"])),
                     profile),
-        check_claim("fedavg_below_separate", f"under strong heterogeneity (q = {min(qs)}) FedAvg and FedProx fall below Separate (4.3)",
+        check_claim("fedavg_below_separate",
+                    f"under strong heterogeneity (q = {min(qs)}) FedAvg and FedProx fall below Separate (4.3)",
                     ["local", "fedavg", "fedprox"], ran,
                     lambda: (compare_with_best_other(at_low, "local", ["fedavg", "fedprox"])[1],
                              f"local {mean[(min(qs), 'local')]:.2f} vs fedavg {mean[(min(qs), 'fedavg')]:.2f}, "
                              f"fedprox {mean[(min(qs), 'fedprox')]:.2f}{seeds}"), profile),
-        table3_claim("learned_beats_given_graph", "the learned graph beats the given graph (Table 3)", "learned_graph", "given_graph"),
-        table3_claim("features_graph_beats_given", "learning adds something over the given graph: the graph learned from features alone beats the "
+        table3_claim("learned_beats_given_graph",
+                     "the learned graph beats the given graph (Table 3)", "learned_graph", "given_graph"),
+        table3_claim("features_graph_beats_given",
+                     "learning adds something over the given graph: the graph learned from features alone beats the "
                      "given graph (our Table 3 row)", "learned_graph_features_init", "given_graph"),
-        table3_claim("structure_term_helps", "the structure term helps: FedSKA beats FedSKA with λ = 0 by more than 0.5 points (our ablation)",
+        table3_claim("structure_term_helps",
+                     "the structure term helps: FedSKA beats FedSKA with λ = 0 by more than 0.5 points (our ablation)",
                      "learned_graph", "no_structure_term", margin=0.5),
         check_claim("learns_fastest", "FedSKA learns fastest: the largest area under the learning curve (Figure 3)",
                     ["fedska", "the area under each client's learning curve"], measured, learns_fastest, profile),
-        check_claim("robust_to_k", "FedSKA is robust to k: mean accuracy varies by less than 2 points over k (Figure 4)",
+        check_claim("robust_to_k",
+                    "FedSKA is robust to k: mean accuracy varies by less than 2 points over k (Figure 4)",
                     ["the k-sensitivity runs"], measured, robust_to_k, profile),
-        check_claim("weaker_edges_at_low_q", f"the learned graph has weaker edges at q = {min(qs)} than at q = {max(qs)} (Figure 5)",
+        check_claim("weaker_edges_at_low_q",
+                    f"the learned graph has weaker edges at q = {min(qs)} than at q = {max(qs)} (Figure 5)",
                     ["the learned graphs' edge weights"], measured, weaker_edges, profile),
     ]
 

@@ -274,15 +274,20 @@ def claims(clients: Any, methods: Sequence[str], ran: Sequence[str], profile: st
                              f"{seeds(rows)}")
 
     return [
-        ranking("best_auc_link_prediction", "FedVGAE has the best AUC of the federated methods on every link-prediction dataset (Table 3)",
+        ranking("best_auc_link_prediction",
+                "FedVGAE has the best AUC of the federated methods on every link-prediction dataset (Table 3)",
                 "table3", federated, every, lambda d, means: f"{d}: fedvgae {means['fedvgae']:.2f}"),
-        ranking("best_accuracy_node_classification", "FedVGAE has the best node-classification accuracy on most datasets (Table 4)", "table4", None,
+        ranking("best_accuracy_node_classification",
+                "FedVGAE has the best node-classification accuracy on most datasets (Table 4)", "table4", None,
                 most, lambda d, means: f"{d}: FedVGAE {standing(means, 'fedvgae')}"),
-        check_claim("encoder_sharing_beats_all", "sharing only the encoder beats sharing every layer (Table 5; node classification here)",
+        check_claim("encoder_sharing_beats_all",
+                    "sharing only the encoder beats sharing every layer (Table 5; node classification here)",
                     ["table5_node_classification"], ran, encoder_beats_all, profile),
-        check_claim("components_matter", "removing both the contrastive term and the fine-tuning lowers the AUC (Table 6)", ["table6"], ran,
+        check_claim("components_matter",
+                    "removing both the contrastive term and the fine-tuning lowers the AUC (Table 6)", ["table6"], ran,
                     components_matter, profile),
-        check_claim("phi_small_effect", "φ has no large effect: AUC varies by less than 5 points over φ (Table 8)", ["tables7_8"], ran,
+        check_claim("phi_small_effect",
+                    "φ has no large effect: AUC varies by less than 5 points over φ (Table 8)", ["tables7_8"], ran,
                     phi_has_no_large_effect, profile),
     ]
 

@@ -255,14 +255,20 @@ def claims(records: Any, ran: Sequence[str], profile: str, *, missing: Any = Non
                 f"Pearson r − {GRAPH_CORRELATION}; {per_seed} (mean {r.mean():.3f})")
 
     return [
-        check_claim("pdca_best", "PDCA has the best mean accuracy at every noise level (Table 1)", PAPER_METHODS, ran, best, profile),
-        check_claim("pdca_beats_two_step", "PDCA beats the Two-step solution of the same problem (Table 1)", ["pdca", "two_step"], ran,
+        check_claim("pdca_best",
+                    "PDCA has the best mean accuracy at every noise level (Table 1)", PAPER_METHODS, ran, best,
+                    profile),
+        check_claim("pdca_beats_two_step",
+                    "PDCA beats the Two-step solution of the same problem (Table 1)", ["pdca", "two_step"], ran,
                     beats_two_step, profile),
-        check_claim("missing_drop_small", "PDCA loses less than 10 points of accuracy up to a missing rate of 0.1 (Figure 4)",
+        check_claim("missing_drop_small",
+                    "PDCA loses less than 10 points of accuracy up to a missing rate of 0.1 (Figure 4)",
                     ["pdca", "the missing-entry runs"], measured, small_drop, profile),
-        check_claim("objective_non_increasing", "the PDCA objective is non-increasing over the iterations (Algorithm 1, our check)",
+        check_claim("objective_non_increasing",
+                    "the PDCA objective is non-increasing over the iterations (Algorithm 1, our check)",
                     ["pdca", "the PDCA objective"], measured, descends, profile),
-        check_claim("graph_follows_labels", "the learned graph follows the clients' label similarity (our check: correlation > 0.3)",
+        check_claim("graph_follows_labels",
+                    "the learned graph follows the clients' label similarity (our check: correlation > 0.3)",
                     ["pdca", "the learned graph"], measured, follows_labels, profile),
     ]
 

@@ -82,9 +82,11 @@ def claims(records: pd.DataFrame, ran: Sequence[str], profile: str) -> list[Clai
         return difference, f"q = {q_low}: {means(q_low, 'local', 'fedavg', 'fedprox')}; Local against {other}"
 
     return [
-        check_claim("local_beats_at_low_q", f"with q = {q_low} shards, Local beats FedAvg and FedProx", ["local", "fedavg", "fedprox"], ran,
+        check_claim("local_beats_at_low_q",
+                    f"with q = {q_low} shards, Local beats FedAvg and FedProx", ["local", "fedavg", "fedprox"], ran,
                     local_beats_both, profile),
-        check_claim("fedavg_matches_local_at_high_q", f"with q = {q_high} shards, FedAvg matches or beats Local (no more than 1 point below)",
+        check_claim("fedavg_matches_local_at_high_q",
+                    f"with q = {q_high} shards, FedAvg matches or beats Local (no more than 1 point below)",
                     ["local", "fedavg"], ran,
                     lambda: (compare(at_q[q_high], "fedavg", "local").exceeding(-1.0), means(q_high, "fedavg", "local")),
                     profile),

@@ -312,18 +312,23 @@ def claims(table3: pd.DataFrame, table4: pd.DataFrame, mixing: pd.DataFrame, tim
     return [
         check_claim("sfl_beats_fedavg", "SFL beats FedAvg on MNIST (Table 3)", ["sfl", "fedavg"], ran3,
                     lambda: beats(table3, "sfl", "fedavg"), profile),
-        check_claim("sfl_star_beats_sfl", "SFL* (learned graph) beats SFL (given graph) on MNIST (Table 3)", ["sfl", "sfl_star"], ran3,
+        check_claim("sfl_star_beats_sfl",
+                    "SFL* (learned graph) beats SFL (given graph) on MNIST (Table 3)", ["sfl", "sfl_star"], ran3,
                     lambda: beats(table3, "sfl_star", "sfl"), profile),
-        check_claim("sfl_star_beats_sfl_authors_step", "SFL* beats SFL under the authors' code's local step (start from the global model, detached pulls)",
+        check_claim("sfl_star_beats_sfl_authors_step",
+                    "SFL* beats SFL under the authors' code's local step (start from the global model, detached pulls)",
                     [f"{m} under the authors_code reading" for m in ("sfl", "sfl_star")], mixing_ran,
                     code_step_star_beats_sfl, profile),
-        check_claim("sfl_star_best", "SFL* has the best accuracy of Table 3's methods on MNIST", list(table3_methods), ran3,
+        check_claim("sfl_star_best",
+                    "SFL* has the best accuracy of Table 3's methods on MNIST", list(table3_methods), ran3,
                     sfl_star_is_best, profile),
-        check_claim("fedatt_below_fedavg", "FedAtt is below FedAvg under the pathological non-IID split (Table 3)", ["fedatt", "fedavg"], ran3,
+        check_claim("fedatt_below_fedavg",
+                    "FedAtt is below FedAvg under the pathological non-IID split (Table 3)", ["fedatt", "fedavg"], ran3,
                     fedatt_below_fedavg, profile),
         check_claim("lg_per_beat_sfl", "SFL+LG and SFL+Per both beat SFL (Table 4)", ["sfl", "sfl_lg", "sfl_per"], ran4,
                     both_beat_sfl, profile),
-        check_claim("aggregation_small", f"SFL's aggregation is a small part of a round (Table 5, {TIMING_HOPS} hops: under 5 % of the "
+        check_claim("aggregation_small",
+                    f"SFL's aggregation is a small part of a round (Table 5, {TIMING_HOPS} hops: under 5 % of the "
                     "round's time; the paper's is 3.9 %)", ["sfl"], ran3 if len(sfl_timing) else [],
                     small_aggregation, profile),
     ]

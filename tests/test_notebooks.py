@@ -356,3 +356,21 @@ def test_sfl_notebook_runs_with_its_optional_sections_emptied(tmp_path):
     evidence = pd.read_csv(tmp_path / "claims.csv").set_index("claim")["evidence"][authors_step[0]]
     assert "sfl under the authors_code reading" in evidence, "names the missing reading, not the methods that ran"
     assert claims["SFL* (learned graph) beats SFL (given graph) on MNIST (Table 3)"] in VERDICTS
+
+
+DECIDED_BY_THE_PAPER = ("quickstart", "fedska", "sfl", "jgesr", "fedvgae")
+
+
+@pytest.mark.parametrize("name", DECIDED_BY_THE_PAPER)
+def test_a_notebook_decides_its_claims_with_the_function_that_decides_a_committed_folder(name):
+    """The notebook hands the frames it publishes to its paper's ``decide``; ``decide_from_clients`` reads the same
+    frames back from a folder's CSVs and calls the same function, so the two cannot decide differently."""
+    import importlib
+    import inspect
+
+    notebook = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / f"{name}.ipynb").read_text())
+    code = "\n".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code")
+    assert re.search(r"\bdecide\(", code), f"{name}.ipynb does not decide its claims with {name}.decide"
+    assert not re.search(r"\bclaims_table\(|\bclaims\(", code), f"{name}.ipynb decides claims on its own"
+    module = importlib.import_module(f"gflkit.papers.{name}")
+    assert "decide(" in inspect.getsource(module.decide_from_clients)

@@ -360,17 +360,23 @@ def append_to_folder(folder: str | Path, later: str | Path, profile: str) -> pd.
                    "table3.csv": table3_table(merged["ablation"])})
     if merged["k_records"] is not None:
         tables["figure4_k.csv"] = k_table(merged["k_records"])
-    records, ablation = merged.pop("records"), merged.pop("ablation")
-    verdicts = claims_table(claims(records, ablation, sorted(records["method"].unique()), profile, **merged))
+    verdicts = decide(merged, profile)
     tables["claims.csv"] = verdicts
     for name, frame in tables.items():
         atomic_write_text(folder / name, frame.to_csv(index=False))
     return verdicts
 
 
+def decide(frames: Mapping[str, pd.DataFrame | None], profile: str) -> pd.DataFrame:
+    """The claims table of :func:`claims` decided on the frames a results folder publishes, named as
+    :data:`CLAIM_FILES` (None or absent for an optional one, whose claims are then "not run") — what the notebook
+    writes, and what :func:`decide_from_clients` reads back; the methods that ran are those Table 1's rows hold."""
+    optional = {name: frames.get(name) for name in CLAIM_FILES if name not in ("records", "ablation")}
+    records, ablation = frames["records"], frames["ablation"]
+    return claims_table(claims(records, ablation, sorted(records["method"].unique()), profile, **optional))
+
+
 def decide_from_clients(folder: str | Path, profile: str) -> pd.DataFrame:
-    """The claims table of :func:`claims` read from a folder's committed CSVs (:data:`CLAIM_FILES`; every seed
-    they hold, e.g. seeds measured in several sessions, whose result stores are gone)."""
-    frames = committed_csvs(folder, CLAIM_FILES, ["records", "ablation"], "fedska")
-    records, ablation = frames.pop("records"), frames.pop("ablation")
-    return claims_table(claims(records, ablation, sorted(records["method"].unique()), profile, **frames))
+    """:func:`decide` on a folder's committed CSVs (:data:`CLAIM_FILES`; every seed they hold, e.g. seeds measured
+    in several sessions, whose result stores are gone)."""
+    return decide(committed_csvs(folder, CLAIM_FILES, ["records", "ablation"], "fedska"), profile)

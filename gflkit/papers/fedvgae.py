@@ -292,16 +292,23 @@ def claims(clients: Any, methods: Sequence[str], ran: Sequence[str], profile: st
     ]
 
 
-def decide_from_clients(folder: str | Path, profile: str) -> Any:
-    """The claims table of :func:`claims` read from a folder's committed ``clients.csv`` (every seed it holds,
-    e.g. seeds measured in several sessions, whose result stores are gone)."""
-    import pandas as pd
-
+def decide(frames: Mapping[str, Any], profile: str) -> Any:
+    """The claims table of :func:`claims` decided on the frames a results folder publishes: ``{"clients": the
+    per-client rows of clients.csv}`` — what the notebook writes, and what :func:`decide_from_clients` reads
+    back; what ran is the methods and sections the rows hold."""
     from gflkit.papers import claims_table
 
-    clients = pd.read_csv(Path(folder) / "clients.csv")
+    clients = frames["clients"]
     ran = [*clients["method"].unique(), *clients["section"].unique()]
     return claims_table(claims(clients, PROFILES[profile].sweep["methods"], ran, profile))
+
+
+def decide_from_clients(folder: str | Path, profile: str) -> Any:
+    """:func:`decide` on a folder's committed ``clients.csv`` (every seed it holds, e.g. seeds measured in
+    several sessions, whose result stores are gone)."""
+    import pandas as pd
+
+    return decide({"clients": pd.read_csv(Path(folder) / "clients.csv")}, profile)
 
 
 def stored_clients(profile: str, seeds: Sequence[int], runtime: Any, sections: Sequence[str] = tuple(SECTIONS)) -> Any:

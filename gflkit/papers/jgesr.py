@@ -15,7 +15,7 @@ they differ by more than a point.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from gflkit.experiment import Run
 from gflkit.profiles import Profile, chosen_sections, known_names
@@ -333,12 +333,20 @@ CLAIM_FILES = {"records": "table1_clients.csv", "missing": "figure4_clients.csv"
                "correlation": "learned_graph_correlation.csv"}
 
 
-def decide_from_clients(folder: Any, profile: str) -> Any:
-    """The claims table of :func:`claims` read from a folder's committed CSVs (:data:`CLAIM_FILES`; every seed
-    they hold, e.g. seeds measured in several sessions, whose result stores are gone)."""
-    from gflkit.papers import claims_table, committed_csvs
+def decide(frames: Mapping[str, Any], profile: str) -> Any:
+    """The claims table of :func:`claims` decided on the frames a results folder publishes, named as
+    :data:`CLAIM_FILES` (None for an absent optional one, whose claims are then "not run") — what the notebook
+    writes, and what :func:`decide_from_clients` reads back; the methods that ran are those Table 1's rows hold."""
+    from gflkit.papers import claims_table
 
-    frames = committed_csvs(folder, CLAIM_FILES, ["records"], "jgesr")
     records = frames["records"]
-    return claims_table(claims(records, sorted(records["method"].unique()), profile, missing=frames["missing"],
-                               objective=frames["objective"], correlation=frames["correlation"]))
+    return claims_table(claims(records, sorted(records["method"].unique()), profile, missing=frames.get("missing"),
+                               objective=frames.get("objective"), correlation=frames.get("correlation")))
+
+
+def decide_from_clients(folder: Any, profile: str) -> Any:
+    """:func:`decide` on a folder's committed CSVs (:data:`CLAIM_FILES`; every seed they hold, e.g. seeds measured
+    in several sessions, whose result stores are gone)."""
+    from gflkit.papers import committed_csvs
+
+    return decide(committed_csvs(folder, CLAIM_FILES, ["records"], "jgesr"), profile)

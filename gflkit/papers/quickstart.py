@@ -8,7 +8,7 @@ Local on each client's model after its local training.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -98,9 +98,16 @@ def claims(records: pd.DataFrame, ran: Sequence[str], profile: str) -> list[Clai
     ]
 
 
-def decide_from_clients(folder: str | Path, profile: str) -> pd.DataFrame:
-    """The claims table of :func:`claims` read from a folder's committed ``table_clients.csv``."""
+def decide(frames: Mapping[str, pd.DataFrame], profile: str) -> pd.DataFrame:
+    """The claims table of :func:`claims` decided on the frames a results folder publishes: ``{"records": the
+    per-client rows of table_clients.csv}`` — what the notebook writes, and what :func:`decide_from_clients`
+    reads back; the methods that ran are those the rows hold."""
     from gflkit.papers import claims_table
 
-    records = pd.read_csv(Path(folder) / "table_clients.csv")
+    records = frames["records"]
     return claims_table(claims(records, sorted(records["method"].unique()), profile))
+
+
+def decide_from_clients(folder: str | Path, profile: str) -> pd.DataFrame:
+    """:func:`decide` on a folder's committed ``table_clients.csv``."""
+    return decide({"records": pd.read_csv(Path(folder) / "table_clients.csv")}, profile)

@@ -30,7 +30,7 @@ earlier cross-round smoothing. SFL+LG and SFL+Per are SFL with ``share="head"`` 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -343,12 +343,15 @@ def decide_from_clients(folder: str | Path, profile: str, table3_methods: Sequen
     """The claims table of :func:`claims` read from a folder's committed CSVs: ``table3_clients.csv`` and, where
     present, ``table4_clients.csv``, ``graph_mixing_clients.csv`` and ``table5_timing.csv`` (a missing one
     leaves its claims "not run")."""
-    return _claims_from_frames(committed_csvs(folder, CLAIM_FILES, ["table3"], "sfl"), profile, table3_methods)
+    return decide(committed_csvs(folder, CLAIM_FILES, ["table3"], "sfl"), profile, table3_methods)
 
 
-def _claims_from_frames(frames: dict[str, pd.DataFrame | None], profile: str,
-                        table3_methods: Sequence[str] = TABLE3) -> pd.DataFrame:
-    """:func:`decide_from_clients` on the frames of :data:`CLAIM_FILES` (None for a missing optional one)."""
+def decide(frames: Mapping[str, pd.DataFrame | None], profile: str,
+           table3_methods: Sequence[str] = TABLE3) -> pd.DataFrame:
+    """The claims table of :func:`claims` decided on the frames a results folder publishes, named as
+    :data:`CLAIM_FILES` (None or absent for a missing optional one, whose claims are then "not run") — what the
+    notebook writes, and what :func:`decide_from_clients` reads back."""
+    frames = {name: frames.get(name) for name in CLAIM_FILES}
     empty = {"table4": CLIENT_COLUMNS, "mixing": [*CLIENT_COLUMNS, "reading"],
              "timing": ["method", "layers", "aggregation_share_min_%", "aggregation_share_max_%"]}
     table4, mixing, timing = (pd.DataFrame(columns=columns) if frames[name] is None else frames[name]
@@ -379,7 +382,7 @@ def append_to_folder(folder: str | Path, records: pd.DataFrame, profile: str,
         frames[table] = append_seeds(frames[table], later[later["method"].isin(list(variants))], CLIENT_KEYS)
         files[CLAIM_FILES[table]] = frames[table].to_csv(index=False)
         files[f"{table}_paper_vs_measured.csv"] = mnist_vs_paper(frames[table], table, variants).to_csv()
-    verdicts = _claims_from_frames(frames, profile)
+    verdicts = decide(frames, profile)
     files["claims.csv"] = verdicts.to_csv(index=False)
     for name, text in files.items():
         atomic_write_text(folder / name, text)

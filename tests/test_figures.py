@@ -97,9 +97,23 @@ def test_the_command_draws_and_refuses_in_one_line(folder, tmp_path, capsys):
 PAPER_BUDGET = [path for path in sorted(RESULTS.iterdir()) if path.is_dir() and summarize(path).notebook is None]
 
 
+def test_a_figure_knows_the_csvs_it_was_drawn_from(folder):
+    figures.draw_folder(folder)
+    spec = next(s for s in PAPERS["jgesr"].figures if s.file == "table1_seed_means.png")
+    assert figures.is_current(folder, spec)
+    assert figures.drawn_from(folder / spec.file) == figures.source_digest([folder / "table1_clients.csv"])
+    more = pd.concat([client_rows(), client_rows().assign(seed=2)], ignore_index=True)
+    more.to_csv(folder / "table1_clients.csv", index=False)  # a later seed appended, the figure not redrawn
+    assert not figures.is_current(folder, spec)
+    figures.draw_folder(folder)
+    assert figures.is_current(folder, spec)
+
+
 @pytest.mark.parametrize("path", PAPER_BUDGET, ids=[p.name for p in PAPER_BUDGET])
-def test_every_paper_budget_folder_has_its_declared_figures_committed(path):
-    expected = {spec.file for spec in figures.declared_figures(path) if any(path.glob(spec.source))}
-    assert expected, f"{path.name}: its paper declares no figure drawable from its CSVs"
+def test_every_paper_budget_folder_has_its_declared_figures_committed_and_current(path):
+    declared = [spec for spec in figures.declared_figures(path) if any(path.glob(spec.source))]
+    assert declared, f"{path.name}: its paper declares no figure drawable from its CSVs"
     held = {file.name for _, file in committed_figures(path)}
-    assert held == expected, f"run `gflkit figures {path}` and commit the figures"
+    assert held == {spec.file for spec in declared}, f"run `gflkit figures {path}` and commit the figures"
+    stale = [spec.file for spec in declared if not figures.is_current(path, spec)]
+    assert not stale, f"{stale} were drawn from other CSVs than {path.name} holds: run `gflkit figures {path}`"

@@ -3,12 +3,14 @@
 Each paper declares its figures in :data:`gflkit.catalog.PAPERS` (:class:`~gflkit.catalog.FigureSpec`): which
 CSV each reads and how it is drawn. ``gflkit figures FOLDER`` (:func:`draw_folder`) draws every declared figure
 whose CSV the folder holds and saves it beside the CSVs, atomically, so that a paper-budget folder — whose
-runs were computed on another machine or in an earlier session and whose stores are gone — shows figures of
-its own numbers rather than of the reduced ``ci`` profile. A figure whose CSV the folder lacks is skipped and
-named, never drawn from something else.
+runs were computed on another machine, their stores gone — shows figures of its own numbers rather than of
+the reduced ``ci`` profile. A figure whose CSV the folder lacks is skipped and named, never drawn from
+something else. Each PNG keeps the digest of the CSVs it was drawn from (:func:`is_current`), so a figure left
+behind when its CSVs grow (later seeds appended) is caught.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,17 +102,37 @@ DRAWERS: dict[str, Callable[[pd.DataFrame, FigureSpec], Figure]] = {
 }
 
 
-def read_source(folder: Path, spec: FigureSpec) -> pd.DataFrame | None:
-    """The rows ``spec`` is drawn from: its CSV in ``folder`` (for the benchmark, its per-client files and those
-    of the folders it continues), or None when the folder holds none of it."""
+def source_files(folder: Path, spec: FigureSpec) -> list[Path]:
+    """The CSVs ``spec`` is drawn from: its source in ``folder`` (for the benchmark, its per-client files and those
+    of the folders it continues, earliest first); empty when the folder holds none of it."""
     if not any(folder.glob(spec.source)):
+        return []
+    folders = [folder]
+    if spec.kind.startswith("benchmark_"):
+        folders = [*(folder.parent / name for name in paper_of_folder(folder.name).continues.get(folder.name, ())),
+                   folder]
+    return [path for each in folders for path in sorted(each.glob(spec.source))]
+
+
+def source_digest(files: list[Path]) -> str:
+    """``sha256:<hex>`` of the files' names and contents, stored in the PNG so that a stale figure is seen."""
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.parent.name}/{path.name}\n".encode())
+        digest.update(path.read_bytes())
+    return f"sha256:{digest.hexdigest()}"
+
+
+def read_source(folder: Path, spec: FigureSpec) -> pd.DataFrame | None:
+    """The rows ``spec`` is drawn from (:func:`source_files`), or None when the folder holds none of them."""
+    files = source_files(folder, spec)
+    if not files:
         return None
     if spec.kind.startswith("benchmark_"):
         from gflkit.papers import benchmark
 
-        earlier = paper_of_folder(folder.name).continues.get(folder.name, ())
-        return benchmark.committed_clients([*(folder.parent / name for name in earlier), folder])
-    return pd.read_csv(folder / spec.source)
+        return benchmark.committed_clients(list(dict.fromkeys(path.parent for path in files)))
+    return pd.read_csv(files[0])
 
 
 @dataclass(frozen=True)
@@ -132,11 +154,27 @@ def draw(folder: Path, spec: FigureSpec) -> Figure | None:
     return None if frame is None else DRAWERS[spec.kind](frame, spec)
 
 
-def png_bytes(fig: Figure) -> bytes:
-    """``fig`` as PNG bytes with no timestamp or software version, so a redraw of the same CSV is the same file."""
+def png_bytes(fig: Figure, source: str = "") -> bytes:
+    """``fig`` as PNG bytes with no timestamp or software version, so a redraw of the same CSV is the same file;
+    ``source`` (the :func:`source_digest` of what it was drawn from) is kept in its ``Source`` text chunk."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    metadata = {"Software": None, **({"Source": source} if source else {})}
+    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", metadata=metadata)
     return buffer.getvalue()
+
+
+def drawn_from(png: Path) -> str | None:
+    """The ``Source`` digest a figure of :func:`draw_folder` was drawn from, or None for another PNG."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        return image.info.get("Source")
+
+
+def is_current(folder: Path, spec: FigureSpec) -> bool:
+    """Whether ``folder``'s PNG of ``spec`` was drawn from the CSVs the folder holds now."""
+    png = folder / spec.file
+    return png.exists() and drawn_from(png) == source_digest(source_files(folder, spec))
 
 
 def draw_folder(folder: str | Path, out: str | Path | None = None) -> Drawn:
@@ -155,12 +193,12 @@ def draw_folder(folder: str | Path, out: str | Path | None = None) -> Drawn:
             continue
         try:
             with atomic_write(out / spec.file) as handle:
-                handle.write(png_bytes(fig))
+                handle.write(png_bytes(fig, source_digest(source_files(folder, spec))))
         finally:
             plt.close(fig)
         saved.append(out / spec.file)
     return Drawn(tuple(saved), tuple(skipped))
 
 
-__all__ = ["DRAWERS", "Drawn", "declared_figures", "draw", "draw_folder",
-                      "png_bytes", "read_source"]
+__all__ = ["DRAWERS", "Drawn", "declared_figures", "draw", "draw_folder", "drawn_from", "is_current", "png_bytes",
+           "read_source", "source_digest", "source_files"]

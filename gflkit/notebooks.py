@@ -205,7 +205,10 @@ def _notebook_runs(paper: Any, params: Any, data_root: str | Path | None) -> lis
     """The run configs a notebook will compute: its paper module's grids on the data present, else each sweep
     method on the profile's base."""
     if hasattr(paper, "grids"):
-        return [run.config for runs in paper.grids(params, data_root=data_root).values() for run in runs]
+        from gflkit.runtime import Runtime
+
+        return [run.config for runs in paper.grids(params, runtime=Runtime(data_root=data_root)).values()
+                for run in runs]
     return [params.config(method=method) for method in params.sweep.get("methods", ())] or [params.config()]
 
 

@@ -7,6 +7,7 @@ from gflkit.cli import main
 from gflkit.papers.fedska import PROFILES, grids
 from gflkit.profiles import resolve_profile
 from gflkit.results import ResultStore
+from gflkit.runtime import Runtime
 
 
 def test_precompute_stores_exactly_the_runs_the_notebook_reads(tmp_path, capsys):
@@ -44,7 +45,7 @@ def test_fedvgae_grids_are_the_notebooks_runs_on_the_datasets_present(tmp_path):
     spec, _ = write_planetoid(tmp_path, "cora")
     params = resolve_profile(fedvgae.PROFILES, "ci", seeds=[0, 1])
     with registered(spec):
-        sections = fedvgae.grids(params, data_root=tmp_path)
+        sections = fedvgae.grids(params, runtime=Runtime(data_root=tmp_path))
     assert {run.config.dataset for runs in sections.values() for run in runs} == {"cora"}, "CiteSeer / PolBlogs are absent"
     assert sections["table3"] == sorted(fedvgae.runs(params, "cora", "link_prediction"), key=lambda run: run.config.seed)
     assert [run.config.seed for run in sections["table4"]] == [0] * 8 + [1] * 8, "a first seed of every cell comes first"
@@ -53,7 +54,7 @@ def test_fedvgae_grids_are_the_notebooks_runs_on_the_datasets_present(tmp_path):
     assert {run.labels["setting"] for run in sections["table6"]} == set(fedvgae.COMPONENTS)
     assert len(sections["tables7_8"]) == 2 * (3 + 3)
     with pytest.raises(ValueError, match=re.escape("unknown section(s) ['table9']")):
-        fedvgae.grids(params, ["table9"], data_root=tmp_path)
+        fedvgae.grids(params, ["table9"], runtime=Runtime(data_root=tmp_path))
 
 
 def test_help_is_instant_it_imports_no_torch():

@@ -442,7 +442,7 @@ def test_sfl_table2_runs_sfl_over_the_sensor_graph_and_sfl_star_over_a_learned_o
     params = resolve_profile(sfl.PROFILES, "smoke", overrides={"traffic": ["pemsd4", "pemsd8"], "rounds": 1,
                                                                "batch_size": 64, "lr": 0.01})
     with registered(spec):
-        runs = sfl.grids(params, ["table2"], data_root=tmp_path / "root")["table2"]
+        runs = sfl.grids(params, ["table2"], runtime=Runtime(data_root=tmp_path / "root"))["table2"]
         assert [run.labels["variant"] for run in runs] == list(sfl.TABLE2), "pemsd8's readings are absent"
         table2 = [run.config for run in runs]
         assert {c.dataset for c in table2} == {"pemsd4"} and {c.model for c in table2} == {"rnn"}

@@ -33,6 +33,7 @@ from gflkit.papers import append_seeds, fedska, jgesr, sfl
 from gflkit.papers.comparison import Scoring, best_other_per_group
 from gflkit.papers.ranking import average_ranks, friedman, nemenyi_critical_difference, separated_pairs
 from gflkit.profiles import Profile, chosen_sections, known_names, resolve_profile
+from gflkit.runtime import Runtime
 
 #: Family → methods (the ``ci`` profile runs the first three of each family).
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -162,9 +163,9 @@ def method_run(params: Profile, label: str, setting: str, seed: int, **changes: 
     return Run(method_config(params, label, setting, seed, **changes), {"variant": label, "setting": setting})
 
 
-def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list[Run]]:
+def grids(params: Profile, sections: Sequence[str] | None = None, runtime: Runtime | None = None) -> dict[str, list[Run]]:
     """The runs of the notebook (``gflkit precompute benchmark``): every method in every setting and
-    seed. ``data_root`` is unused (every setting runs on the base dataset)."""
+    seed; the same wherever they compute (``runtime``: every setting runs on the base dataset)."""
     chosen = chosen_sections(sections, SECTIONS)
     methods = known_names(params.sweep["variants"], METHODS, "method")
     settings = known_names(params.sweep["settings"], SETTINGS, "setting")

@@ -43,6 +43,7 @@ from gflkit.papers import Claim, check_claim, standing
 from gflkit.papers.comparison import (Difference, against_every_candidate, best_other, difference_noise,
                                       held_out_difference, side_label)
 from gflkit.profiles import Profile, chosen_sections
+from gflkit.runtime import Runtime
 
 #: Table label → (method, method options); FedCG's network is chosen per dataset (:data:`FEDCG_MODEL`).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -225,10 +226,10 @@ def table3_run(params: Profile, row: str, seed: int) -> Run:
     return Run(config, {"dataset": config.dataset, "variant": "table3", "setting": row})
 
 
-def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list[Run]]:
+def grids(params: Profile, sections: Sequence[str] | None = None, runtime: Runtime | None = None) -> dict[str, list[Run]]:
     """The runs of each section (``gflkit precompute fedcg``): Table 5 (every variant on every dataset;
     its FedAvg runs are Table 2's), Table 4 (FedCG's clustering and layer ablation on CelebA) and Table 3
-    (oracle attribute domains on CelebA)."""
+    (oracle attribute domains on CelebA); the same wherever they compute (``runtime``)."""
     chosen = chosen_sections(sections, SECTIONS)
     makers = {
         "table5": lambda: [variant_run(params, v, d, s) for d in params.sweep["datasets"] for s in params.seeds

@@ -29,6 +29,7 @@ from gflkit.papers.comparison import (Scoring, best_other_per_group, compare, co
                                       compare_with_best_other, every, seed_difference,
                                       spread_within)
 from gflkit.profiles import Profile, chosen_sections, known_names
+from gflkit.runtime import Runtime
 
 METHODS = ("local", "fedavg", "fedprox", "ditto", "ifca", "fedu", "sfl", "fedska")
 PROTOCOL = {method: {"evaluate": protocol} for method, protocol in {
@@ -160,9 +161,9 @@ def overlap_grid(params: Profile) -> list[Run]:
 SECTIONS = {"table1": table1_grid, "table3": table3_grid, "k": k_grid, "overlap": overlap_grid}
 
 
-def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list[Run]]:
-    """The MNIST runs of the notebook's ``sections`` (all by default) for a resolved profile. ``data_root``
-    is unused (MNIST is every section's dataset; the other datasets are :func:`extra_runs`).
+def grids(params: Profile, sections: Sequence[str] | None = None, runtime: Runtime | None = None) -> dict[str, list[Run]]:
+    """The MNIST runs of the notebook's ``sections`` (all by default) for a resolved profile; the same wherever
+    they compute (``runtime``: MNIST is every section's dataset; the other datasets are :func:`extra_runs`).
 
     Runs shared between sections are the same config, hence computed once.
     """

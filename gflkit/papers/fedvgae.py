@@ -53,6 +53,7 @@ from typing import Any, Mapping, Sequence
 
 from gflkit.experiment import Run
 from gflkit.profiles import Profile, chosen_sections
+from gflkit.runtime import Runtime
 
 METHODS = ("local", "fedavg", "fedprox", "moon", "gcfl", "fedsage", "fedpub", "fedvgae")
 BASE = dict(num_clients=10, partition="louvain", model="vgae", task="link_prediction", evaluate="local",
@@ -173,16 +174,16 @@ SECTIONS = {
 }
 
 
-def grids(params: Profile, sections: Sequence[str] | None = None,
-          data_root: str | Path | None = None) -> dict[str, list[Run]]:
+def grids(params: Profile, sections: Sequence[str] | None = None, runtime: Runtime | None = None) -> dict[str, list[Run]]:
     """The runs of the notebook's Tables 3–8 (``sections``, all by default) for a resolved profile,
-    on the registered datasets whose raw files are present under ``data_root`` (the notebook skips the others
-    too)."""
+    on the registered datasets whose raw files are present under ``runtime``'s data root (the default one
+    without a runtime; the notebook skips the others too)."""
     from gflkit.data import dataset_available, dataset_names
 
     chosen = chosen_sections(sections, list(SECTIONS))
     names = {*params.sweep["link_datasets"], *params.sweep["node_datasets"], *params.sweep["ablation_dataset"],
              *params.sweep["share_datasets"]}
+    data_root = runtime.data_root if runtime is not None else None
     present = [name for name in names if name in dataset_names() and dataset_available(name, data_root)[0]]
     return {name: SECTIONS[name](params, present) for name in chosen}
 
@@ -321,7 +322,7 @@ def stored_clients(profile: str, seeds: Sequence[int], runtime: Any, sections: S
 
     params = resolve_profile(PROFILES, profile, seeds=list(seeds))
     parts = {}
-    for name, grid in grids(params, list(sections), runtime.data_root).items():
+    for name, grid in grids(params, list(sections), runtime).items():
         for task in dict.fromkeys(run.config.task for run in grid):
             part = f"{name}_{task}" if name == "table5" else name
             parts[part] = (run_grid([run for run in grid if run.config.task == task], runtime), task)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from gflkit.experiment import Run
 from gflkit.profiles import Profile, chosen_sections, known_names
+from gflkit.runtime import Runtime
 
 #: the paper's seven methods, then ``pdca_e`` — PDCA with extrapolation and backtracking (pDCAe), our
 #: earlier deviation from Algorithm 1, kept as its own row so the two solvers can be compared
@@ -92,10 +93,10 @@ def channel_run(params: Profile, method: str, s: float, seed: int, missing: floa
     return Run(config, {"s": config.channel["noise_scale"], "missing": config.channel["missing_rate"]})
 
 
-def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list[Run]]:
+def grids(params: Profile, sections: Sequence[str] | None = None, runtime: Runtime | None = None) -> dict[str, list[Run]]:
     """The runs of each notebook section (``gflkit precompute jgesr``): Table 1 (every method at every
-    noise level) and Figure 4 (PDCA at s = 0.1 and each missing rate). ``data_root`` is unused: both
-    sections run on the base dataset."""
+    noise level) and Figure 4 (PDCA at s = 0.1 and each missing rate); the same wherever they compute
+    (``runtime``: both sections run on the base dataset)."""
     chosen = chosen_sections(sections, SECTIONS)
     sweep, seeds = params.sweep, params.seeds
     makers = {

@@ -16,6 +16,7 @@ from gflkit.experiment import Run
 from gflkit.papers import Claim
 from gflkit.papers.fedska import PROTOCOL
 from gflkit.profiles import Profile, chosen_sections
+from gflkit.runtime import Runtime
 
 METHODS = ("local", "fedavg", "fedprox")
 SHARDS = (2, 5, 10)
@@ -52,9 +53,9 @@ PROFILES = {
 }
 
 
-def grids(params: Profile, sections: Sequence[str] | None = None, data_root: Any = None) -> dict[str, list[Run]]:
+def grids(params: Profile, sections: Sequence[str] | None = None, runtime: Runtime | None = None) -> dict[str, list[Run]]:
     """The notebook's runs (``gflkit precompute quickstart``): every method at every shard setting ``q``
-    (label ``q``) and seed. ``data_root`` is unused."""
+    (label ``q``) and seed; the same wherever they compute (``runtime``)."""
     runs = [Run(params.config(method=method, partition_options={"shards_per_client": q}, seed=seed), {"q": q})
             for q in params.sweep["shards"] for method in params.sweep["methods"] for seed in params.seeds]
     return {name: runs for name in chosen_sections(sections, SECTIONS)}

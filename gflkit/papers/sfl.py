@@ -42,6 +42,7 @@ from gflkit.papers import (Claim, Verdict, append_seeds, check_claim, claims_tab
 from gflkit.papers.comparison import (best_other, compare_shared, compare_with_best_other, every, on_shared_seeds,
                                       uneven_seeds)
 from gflkit.profiles import Profile, chosen_sections, known_names
+from gflkit.runtime import Runtime
 
 #: Table label → (method, method options).
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -196,17 +197,18 @@ def traffic_present(names: Iterable[str], data_root: str | Path | None = None) -
     return [name for name in names if dataset_available(name, data_root, group="readings")[0]]
 
 
-def grids(params: Any, sections: Sequence[str] | None = None, data_root: str | Path | None = None) -> dict[str, list[Run]]:
+def grids(params: Any, sections: Sequence[str] | None = None, runtime: Runtime | None = None) -> dict[str, list[Run]]:
     """The runs of each notebook section (``gflkit precompute sfl``): Table 2 on the traffic datasets
-    of the profile whose readings are present under ``data_root``, Tables 3 and 4 and the three appendix
+    of the profile whose readings are present under ``runtime``'s data root (the default one without a runtime), Tables 3 and 4 and the three appendix
     ablations (SFL*'s structure-learning steps; communication frequency at a fixed total of local epochs;
     local epochs between communications) on MNIST, and SFL / SFL*'s mixings under both local-step readings
     (``graph_mixing``)."""
     chosen = chosen_sections(sections, SECTIONS)
     sweep, seeds = params.sweep, params.seeds
+    data_root = runtime.data_root if runtime is not None else None
     makers = {
-        "table2": lambda: [labelled(traffic_config(params, v, name, s), v) for name in traffic_present(sweep["traffic"], data_root)
-                           for s in seeds for v in TABLE2],
+        "table2": lambda: [labelled(traffic_config(params, v, name, s), v)
+                           for name in traffic_present(sweep["traffic"], data_root) for s in seeds for v in TABLE2],
         "table3": lambda: [labelled(variant_config(params, v, s), v) for s in seeds
                            for v in _check_labels(sweep["table3"], "table3")],
         "table4": lambda: [labelled(variant_config(params, v, s), v) for s in seeds

@@ -402,3 +402,70 @@ def test_seed_figures_draw_each_setting_and_each_seeds_critical_difference():
     with pytest.raises(ValueError, match="at least one panel"):
         plots.critical_difference_panels({})
     plt.close("all")
+
+
+def _own_table(settings, methods=("fedavg", "ditto", "fedska")):
+    """A methods × settings table of own-protocol means, the first method best everywhere."""
+    import pandas as pd
+
+    table = pd.DataFrame({s: [90.0 - 5 * j + i for j in range(len(methods))] for i, s in enumerate(settings)},
+                         index=pd.Index(list(methods), name="method"))
+    return table.rename_axis(columns="setting")
+
+
+def test_rank_tables_show_the_twin_and_count_it_once():
+    own = _own_table(["shards q=2", "shards q=5", "noisy uplink s=0.1, q=5"])
+    tables = benchmark.rank_tables(own)
+    assert list(tables) == ["ranks.csv", "average_ranks.csv", "rank_readings.csv"]
+    assert list(tables["ranks.csv"]["setting"]) == list(own.columns), "every setting shown, twin included"
+    summary = tables["average_ranks.csv"]
+    assert list(summary.columns) == ["method", "average rank", "average rank, twins counted too"]
+    assert list(summary["method"]) == ["fedavg", "ditto", "fedska"] and list(summary["average rank"]) == [1.0, 2.0, 3.0]
+    assert list(tables["rank_readings.csv"]["settings"]) == [3, 2]
+    one_block = benchmark.rank_tables(_own_table(["shards q=5", "noisy uplink s=0.1, q=5"]))
+    assert "rank_readings.csv" not in one_block, "Friedman's test needs two independent settings"
+
+
+def test_cost_and_pareto_tables_are_ratios_to_fedavg_and_the_front():
+    import pandas as pd
+
+    measured = pd.DataFrame({"method": ["fedavg", "ditto", "fedska"], "MB up / client / round": [0.1, 0.1, 0.2],
+                             "MB down / client / round": [0.1, 0.1, 0.2], "training_s": [1.0, 2.0, 3.0],
+                             "aggregation_s": [1.0, 1.0, 5.0]}).set_index("method")
+    cost = benchmark.cost_table(measured)
+    assert list(cost["round time vs FedAvg"]) == [1.0, 1.5, 4.0]
+    assert list(cost["server time vs FedAvg"]) == [1.0, 1.0, 5.0]
+    assert list(cost["server share of the round (%)"]) == pytest.approx([50.0, 100 / 3, 62.5])
+    assert "round time vs FedAvg" not in measured, "the measurement is left as it was"
+    own = _own_table(["shards q=2", "shards q=5"], ("fedavg", "ditto", "fedska", "local"))
+    own.loc["ditto"] = 95.0  # dearer than FedAvg and more accurate: on the front; FedSKA dearer and worse: off it
+    pareto = benchmark.pareto_table(own, cost)
+    assert list(pareto.index) == ["fedavg", "ditto", "fedska"], "untimed methods left out, cheapest first"
+    assert list(pareto["on_front"]) == [True, True, False]
+
+
+def test_derive_returns_every_file_of_the_notebook_from_its_records():
+    import pandas as pd
+
+    from gflkit.profiles import resolve_profile
+
+    settings = ["shards q=2", "dirichlet α=0.5", "noisy uplink s=0.1, q=5"]
+    params = resolve_profile(benchmark.PROFILES, "smoke", overrides={"variants": ["fedavg", "ditto", "fedska"]})
+    levels = {"fedavg": lambda i, seed, c: 10, "ditto": lambda i, seed, c: 14 + c % 2, "fedska": lambda i, seed, c: 12}
+    records = _count_rows(levels, seeds=(0,), settings=settings).assign(method=lambda r: r["variant"])
+    records["accuracy_server"] = records["accuracy_own"]
+    measured = pd.DataFrame({"method": ["fedavg", "fedska"], "MB up / client / round": [0.1, 0.2],
+                             "MB down / client / round": [0.1, 0.2], "training_s": [1.0, 2.0],
+                             "aggregation_s": [1.0, 1.0]}).set_index("method")
+    tables = benchmark.derive(records, params, measured)
+    assert list(tables) == ["methods.csv", "records.csv", "clients.csv", "accuracy_own_protocol.csv",
+                            "worst5_own_protocol.csv", "accuracy_server_protocol.csv", "ranks.csv",
+                            "average_ranks.csv", "rank_readings.csv", "headline_vs_best_baseline.csv", "cost.csv",
+                            "pareto.csv"]
+    own = tables["accuracy_own_protocol.csv"]
+    assert list(own.columns) == ["method", *settings] and list(own["method"]) == ["fedavg", "ditto", "fedska"]
+    assert own.set_index("method").loc["ditto", "shards q=2"] == pytest.approx(100 * 14.5 / 20)
+    headline = tables["headline_vs_best_baseline.csv"]
+    assert sorted(headline["setting"]) == sorted(settings) and set(headline["deciding baseline"]) == {"ditto"}
+    assert list(tables["cost.csv"]["method"]) == ["fedavg", "fedska"] and "on_front" in tables["pareto.csv"]
+    assert tables["records.csv"] is records

@@ -479,7 +479,7 @@ def test_append_seeds_adds_later_seeds_once_and_keeps_the_committed_rows_first()
     from gflkit.papers import append_seeds
 
     committed = pd.concat([_client_rows(0, [90.0, 80.0]), _client_rows(1, [85.0, 75.0])], ignore_index=True)
-    # the later session reran seed 1 (a CSV round trip away: within the tolerance) and ran seed 2
+    # the later run reran seed 1 (a CSV round trip away: within the tolerance) and ran seed 2
     later = pd.concat([_client_rows(1, [85.0 + 1e-8, 75.0]), _client_rows(2, [70.0, 60.0])], ignore_index=True)
     merged = append_seeds(committed, later[["accuracy", "client", "seed", "method"]], ["method", "seed", "client"])
     assert list(merged.columns) == list(committed.columns)

@@ -78,7 +78,7 @@ CLAIM_ID = re.compile(r"[a-z0-9]+(_[a-z0-9]+)*")
 class Claim:
     """A qualitative statement of a paper, our verdict on it and the measurements behind it.
 
-    ``key``: the claim's stable id within its paper (:data:`CLAIM_ID`), what tests, CSVs and later sessions'
+    ``key``: the claim's stable id within its paper (:data:`CLAIM_ID`), what tests, CSVs and later runs'
     comparisons identify it by; ``statement`` is display text and may be reworded.
     ``differences``: for a claim that compares measured numbers, the differences that decided it, each with
     a label (the setting it belongs to; empty for a claim decided by one difference).
@@ -166,7 +166,7 @@ def _named(row: pd.Series, keys: Sequence[str]) -> str:
 def append_seeds(committed: pd.DataFrame, later: pd.DataFrame, keys: Sequence[str],
                  tolerance: float = 1e-6) -> pd.DataFrame:
     """Per-client rows of later runs (``later``: more seeds, more methods) appended to a results folder's
-    committed rows, each row once: what a session that ran a grid's next seeds commits before re-deciding
+    committed rows, each row once: what whoever ran a grid's next seeds commits before re-deciding
     the claims from the folder.
 
     A row is identified by its ``keys`` (e.g. method, setting, seed, client). A row both frames hold is the

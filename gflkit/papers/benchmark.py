@@ -26,14 +26,16 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from gflkit import metrics
+from gflkit.algorithms import method_communication
 from gflkit.atomic import atomic_write_text
 from gflkit.executors import stored_grid_records
-from gflkit.experiment import Run
+from gflkit.experiment import Run, build_federation
 from gflkit.papers import append_seeds, fedska, jgesr, sfl
 from gflkit.papers.comparison import Scoring, best_other_per_group
-from gflkit.papers.ranking import average_ranks, friedman, nemenyi_critical_difference, separated_pairs
+from gflkit.papers.ranking import average_ranks, friedman, nemenyi_critical_difference, ranks, separated_pairs
 from gflkit.profiles import Profile, chosen_sections, known_names, resolve_profile
 from gflkit.runtime import Runtime
+from gflkit.timing import time_interleaved
 
 #: Family → methods (the ``ci`` profile runs the first three of each family).
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -83,7 +85,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
 TWINS: dict[str, str] = {"noisy uplink s=0.1, q=5": "shards q=5"}
 SECTIONS = ("benchmark",)
 #: The per-seed, per-client scores at the last round a results folder commits (``clients.csv``, or one file per
-#: seed: :data:`SEED_CLIENT_FILE`): what the seeds of later sessions are appended to
+#: seed: :data:`SEED_CLIENT_FILE`): what the seeds run later are appended to
 #: (:func:`gflkit.papers.append_seeds`) and decided from.
 CLIENT_COLUMNS = ["variant", "setting", "seed", "client", "round", "accuracy_own", "accuracy_server", "accuracy_local",
                   "num_samples"]
@@ -299,7 +301,7 @@ def stored_clients(profile: str, seeds: Sequence[int], runtime: Any, variants: S
                    settings: Sequence[str] | None = None) -> pd.DataFrame:
     """:func:`client_scores` of the runs of ``profile``'s grid for ``seeds`` (optionally only ``variants``
     and ``settings``) that ``runtime``'s store holds (:func:`~gflkit.executors.stored_grid_records`: nothing is
-    computed): the rows a later session appends to the committed ``clients.csv``.
+    computed): the rows a later run appends to the committed ``clients.csv``.
     Raises ``ValueError`` when none is stored."""
     overrides = {key: list(chosen) for key, chosen in (("variants", variants), ("settings", settings)) if chosen}
     params = resolve_profile(PROFILES, profile, seeds=list(seeds), overrides=overrides)
@@ -377,7 +379,7 @@ def seed_rank_panels(clients: pd.DataFrame) -> dict[str, tuple[pd.Series, float]
 def decide_from_clients(folder: Any, earlier: Sequence[Any] = ()) -> pd.DataFrame:
     """:func:`headline_comparisons` read from a results folder's committed ``clients.csv`` and those of the
     ``earlier`` folders its seeds continue (e.g. ``benchmark_paper`` holds seeds 1–2 of the runs whose seed 0
-    ``benchmark_paper1`` holds): every seed, measured in sessions whose result stores are gone."""
+    ``benchmark_paper1`` holds): every seed, measured on machines whose result stores are gone."""
     clients = committed_clients([*earlier, folder])
     return headline_comparisons(clients, list(clients["variant"].unique()))
 
@@ -416,3 +418,125 @@ def append_to_folder(folder: Any, later: pd.DataFrame, earlier: Sequence[Any] = 
         atomic_write_text(folder / name, text)
     (folder / "clients.csv").unlink(missing_ok=True)
     return headline
+
+
+#: How each method's round is timed for ``cost.csv`` (:func:`measure_cost`): rounds per timing, interleaved passes.
+TIMING_ROUNDS, TIMING_PASSES = 2, 3
+
+
+def methods_table(params: Profile) -> pd.DataFrame:
+    """One row per method of ``params``' sweep (index ``method``): its family, gflkit method, the options it runs
+    with beyond its defaults (:data:`METHODS` completed with the profile's), the paper its setting comes from
+    (:data:`SOURCE`) and its own protocol (:data:`PROTOCOL`)."""
+    family_of = {m: family for family, members in FAMILIES.items() for m in members}
+    rows = [{"method": label, "family": family_of[label], "gflkit method": METHODS[label][0],
+             "options beyond the defaults": {**METHODS[label][1],
+                                             **params.method_options.get(METHODS[label][0], {})} or "—",
+             "setting from": SOURCE[label], "own protocol": PROTOCOL[label]}
+            for label in params.sweep["variants"]]
+    return pd.DataFrame(rows).set_index("method")
+
+
+def accuracy_table(records: pd.DataFrame, value: str, params: Profile, column: str = "mean") -> pd.DataFrame:
+    """Methods × settings (in ``params``' sweep order) of one statistic (``column`` of
+    :func:`gflkit.metrics.final_summary`: ``mean``, ``worst5``, …) of ``value`` at the last round."""
+    summary = metrics.final_summary(records, value=value, by=("method", "setting"))
+    table = summary.pivot(index="method", columns="setting", values=column)
+    return table.reindex(index=[m for m in params.sweep["variants"] if m in table.index],
+                         columns=list(params.sweep["settings"]))
+
+
+def rank_tables(own: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The rank files, by file name, of a methods × settings table of own-protocol means (:func:`accuracy_table`):
+
+    * ``ranks.csv``: each method's rank in each setting (one row per setting, first column ``setting``);
+    * ``average_ranks.csv``: each method's average rank over the independent settings
+      (:func:`independent_settings`) and over every setting, best first (first column ``method``);
+    * ``rank_readings.csv`` (with at least two independent settings and three methods): :func:`rank_readings`.
+    """
+    scores = own.T  # settings × methods
+    blocks = independent_settings(list(scores.index))  # a perturbed twin of another setting is shown, not counted
+    mean_ranks = average_ranks(scores.loc[blocks])
+    summary = pd.concat({"average rank": mean_ranks,
+                         "average rank, twins counted too": average_ranks(scores)}, axis=1).loc[mean_ranks.index]
+    tables = {"ranks.csv": ranks(scores).reset_index(), "average_ranks.csv": summary.reset_index()}
+    if len(blocks) >= 2 and len(mean_ranks) >= 3:
+        tables["rank_readings.csv"] = rank_readings(scores)
+    return tables
+
+
+def measure_cost(params: Profile, runtime: Runtime) -> pd.DataFrame:
+    """What one round of each timed method (the sweep's ``timing_methods`` and FedAvg) costs in the sweep's first
+    setting, index ``method``: the MB each participating client sends up and receives (float32,
+    :func:`gflkit.algorithms.method_communication`) and the seconds of its local training and aggregation
+    (:func:`gflkit.timing.time_interleaved`: :data:`TIMING_PASSES` interleaved passes of :data:`TIMING_ROUNDS`
+    rounds, the median over the passes)."""
+    setting = params.sweep["settings"][0]
+    labels = [m for m in params.sweep["variants"] if m in params.sweep["timing_methods"] or m == "fedavg"]
+    configs = [method_config(params, label, setting, params.seeds[0]) for label in labels]
+    seconds = time_interleaved(configs, runtime, rounds=TIMING_ROUNDS, passes=TIMING_PASSES)
+    rows = []
+    for label, config, timed in zip(labels, configs, seconds):
+        sent = method_communication(build_federation(config, runtime.replace(device="cpu")), config.method,
+                                    **config.method_options)
+        rows.append({"method": label, "MB up / client / round": sent.bytes_up / 1e6,
+                     "MB down / client / round": sent.bytes_down / 1e6, **timed})
+    return pd.DataFrame(rows).set_index("method")
+
+
+def cost_table(measured: pd.DataFrame) -> pd.DataFrame:
+    """:func:`measure_cost`'s table with each method's round time and server (aggregation) time as ratios to
+    FedAvg's, and the server's share of the round (%)."""
+    cost = measured.copy()
+    reference = cost.loc["fedavg"]
+    round_time = cost["training_s"] + cost["aggregation_s"]
+    cost["round time vs FedAvg"] = round_time / (reference["training_s"] + reference["aggregation_s"])
+    cost["server time vs FedAvg"] = cost["aggregation_s"] / reference["aggregation_s"]
+    cost["server share of the round (%)"] = 100 * cost["aggregation_s"] / round_time
+    return cost
+
+
+def pareto_table(own: pd.DataFrame, cost: pd.DataFrame) -> pd.DataFrame:
+    """Each timed method's mean own-protocol accuracy over the settings against its round time relative to FedAvg
+    (:func:`cost_table`), cheapest first (index ``method``), and ``on_front``: whether it is on the Pareto front
+    (no cheaper method is more accurate)."""
+    pareto = pd.DataFrame({"accuracy": own.mean(axis=1), "round time vs FedAvg": cost["round time vs FedAvg"]}).dropna()
+    pareto = pareto.sort_values("round time vs FedAvg")
+    return pareto.assign(on_front=pareto["accuracy"] >= pareto["accuracy"].cummax())
+
+
+def derive(records: pd.DataFrame, params: Profile, measured: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Every table the benchmark notebook publishes, by file name, from its grid's records
+    (:func:`own_protocol_records`), its profile and the measured cost of a round (:func:`measure_cost`); a table
+    shown with an index (methods or settings) has it as its first column:
+
+    * ``methods.csv``: the methods, their options, the paper of their setting and their own protocol
+      (:func:`methods_table`);
+    * ``records.csv``: the records themselves (round logs);
+    * ``clients.csv``: the per-seed, per-client scores at the last round (:func:`client_scores`), what later
+      seeds are appended to and decided from (:func:`decide_from_clients`);
+    * ``accuracy_own_protocol.csv``, ``worst5_own_protocol.csv``: mean and worst-5 % client accuracy, methods ×
+      settings, each method under its own paper's protocol (:func:`accuracy_table`);
+    * ``accuracy_server_protocol.csv``: the mean with every method scored under ``server``;
+    * ``ranks.csv``, ``average_ranks.csv`` and, where Friedman's test reads the table, ``rank_readings.csv``
+      (:func:`rank_tables`);
+    * ``headline_vs_best_baseline.csv``: each paper's headline method against every baseline
+      (:func:`headline_comparisons`);
+    * ``cost.csv``: MB per client and round, seconds and their ratios to FedAvg (:func:`cost_table`; wall-clock
+      times of this machine);
+    * ``pareto.csv``: accuracy against round time and the Pareto front (:func:`pareto_table`).
+    """
+    own = accuracy_table(records, "accuracy_own", params)
+    cost = cost_table(measured)
+    return {
+        "methods.csv": methods_table(params).reset_index(),
+        "records.csv": records,
+        "clients.csv": client_scores(records),
+        "accuracy_own_protocol.csv": own.reset_index(),
+        "worst5_own_protocol.csv": accuracy_table(records, "accuracy_own", params, "worst5").reset_index(),
+        "accuracy_server_protocol.csv": accuracy_table(records, "accuracy_server", params).reset_index(),
+        **rank_tables(own),
+        "headline_vs_best_baseline.csv": headline_comparisons(records, list(params.sweep["variants"])),
+        "cost.csv": cost.reset_index(),
+        "pareto.csv": pareto_table(own, cost).reset_index(),
+    }

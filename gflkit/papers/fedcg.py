@@ -34,12 +34,13 @@ clients' images (hard), see :mod:`gflkit.algorithms.fedcg` for the reading and w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
 from gflkit.experiment import Run
-from gflkit.papers import Claim, check_claim, standing
+from gflkit.papers import Claim, check_claim, paper_vs_measured, reported, standing
 from gflkit.papers.comparison import (Difference, against_every_candidate, best_other, difference_noise,
                                       held_out_difference, side_label)
 from gflkit.profiles import Profile, chosen_sections
@@ -434,3 +435,209 @@ def claims(measured: Measured, profile: str) -> list[Claim]:
                     "The final λ is larger on FEMNIST than on CelebA (Sec. 4.3: 2.1 vs 0.3)", ["celeba", "femnist"],
                     list(m.final_lambda.index), larger_lambda_on_femnist, profile),
     ]
+
+
+#: The CSVs of a results folder the claims are decided on (:func:`decide`), by logical name: Table 5's, Table 4's,
+#: the clients' and λ's are required; Table 3's and the attributes' correlation are optional (written only where
+#: Table 3 ran; its claims are then "not run").
+CLAIM_FILES = {"table5": "table5_paper_vs_measured.csv", "table4": "table4_paper_vs_measured.csv",
+               "table3": "table3_paper_vs_measured.csv", "clients": "clients.csv",
+               "correlation": "table3_attribute_correlation.csv", "lambda": "lambda.csv"}
+REQUIRED_CLAIM_FILES = ("table5", "table4", "clients", "lambda")
+
+
+def _indexed(frame: pd.DataFrame | None, value: str) -> pd.Series:
+    """``frame``'s ``value`` column indexed by its first column (empty where ``frame`` is None): a published table
+    read back, whether its first column is named ("setting") or was an unnamed index ("" or "Unnamed: 0")."""
+    if frame is None:
+        return pd.Series(dtype=float)
+    return frame.set_index(frame.columns[0])[value]
+
+
+def decide(frames: Mapping[str, pd.DataFrame | None], profile: str, domain_only: float = float("nan"),
+           table4_dataset: str | None = None) -> pd.DataFrame:
+    """The claims table of :func:`claims` decided on the tables the notebook publishes, named as :data:`CLAIM_FILES`
+    (None or absent for an optional one) — what :func:`derive` hands it and :func:`decide_from_clients` reads back.
+
+    Table 5's methods may be its labels (:data:`LABELS`) or its variants. ``domain_only`` (smiling predicted by each
+    oracle domain's majority label, %) is in no published table: only its evidence text shows it.
+    ``table4_dataset``: where Table 4 ran; None for the profile's first dataset (where :func:`table4_config` runs it).
+    """
+    from gflkit.papers import claims_table
+
+    variants = {label: variant for variant, label in LABELS.items()}
+    table5 = frames["table5"].assign(variant=lambda f: f["method"].map(lambda method: variants.get(method, method)))
+    clients = frames["clients"].set_index("dataset")
+    if table4_dataset is None and profile in PROFILES:
+        table4_dataset = PROFILES[profile].sweep["datasets"][0]
+    correlation = frames.get("correlation")
+    measured = Measured(
+        table5=table5.set_index(["dataset", "variant"])["measured"], table4=_indexed(frames["table4"], "measured"),
+        table4_dataset=table4_dataset, table3=_indexed(frames.get("table3"), "measured"),
+        test_images=clients["test-client images"].astype(int).to_dict(),
+        majority=clients["majority class (%)"].to_dict(),
+        correlation=pd.Series(dtype=float) if correlation is None else _indexed(correlation, correlation.columns[1]),
+        domain_only=domain_only, final_lambda=_indexed(frames["lambda"], "measured λ (last domain layer)"))
+    return claims_table(claims(measured, profile))
+
+
+def decide_from_clients(folder: str | Path, profile: str) -> pd.DataFrame:
+    """:func:`decide` on a folder's committed CSVs (:data:`CLAIM_FILES`). The share of faces whose oracle domain
+    predicts smiling is in none of them, so the attributes claim's evidence shows it as ``nan``."""
+    from gflkit.papers import committed_csvs
+
+    return decide(committed_csvs(folder, CLAIM_FILES, REQUIRED_CLAIM_FILES, "fedcg"), profile)
+
+
+def _with_index(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its index as the first column, named as the index ("" when unnamed): written without an index
+    (:func:`gflkit.outputs.write_outputs`), it is the file ``frame.to_csv(path)`` writes."""
+    return frame.rename_axis(frame.index.name if frame.index.name is not None else "").reset_index()
+
+
+def clients_table(configs: Iterable[Any], data_root: str | Path | None = None) -> pd.DataFrame:
+    """Per dataset (one run configuration of each, under ``data_root``): its clients, training and unseen test
+    clients, their images, and the majority class of the test clients' images (%), what a model that learned
+    nothing scores; indexed by dataset."""
+    import torch
+
+    from gflkit.data import load_dataset
+    from gflkit.experiment import client_split
+
+    rows = []
+    for config in configs:
+        data = load_dataset(config.dataset, root=data_root, **config.data_options)
+        split = client_split(data, config)
+        held = split.held_out.nonzero().flatten().tolist()
+        test_labels = data.y[torch.cat([split.test[k] for k in held])]
+        rows.append({"dataset": config.dataset, "clients": split.num_clients,
+                     "training clients": split.num_clients - len(held), "test clients": len(held),
+                     "training images": sum(len(t) for t in split.train), "test-client images": len(test_labels),
+                     "majority class (%)": 100.0 * float(torch.bincount(test_labels).max()) / len(test_labels),
+                     "images": data.info.get("images", "")})
+    return pd.DataFrame(rows).set_index("dataset")
+
+
+def table5_tables(records: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Table 5's and Table 2's published tables from Table 5's ``records``: ``table5_records.csv`` (the records),
+    ``table5_paper_vs_measured.csv`` (held-out accuracy per dataset and method, labelled as :data:`LABELS`, beside
+    the paper's) and ``table2.csv`` (our FedAvg beside the paper's TensorFlow and PyTorch ones, per dataset)."""
+    table5 = held_out_accuracy(records)
+    measured = table5.rename(columns={"variant": "method", "accuracy": "value"}).assign(metric="accuracy")
+    versus = paper_vs_measured(measured, reported("fedcg", "table5"), on=["dataset", "method", "metric"])
+    versus["method"] = versus["method"].map(LABELS)
+    fedavg = table5[table5["variant"] == "fedavg"].set_index("dataset")["accuracy"]
+    paper2 = reported("fedcg", "table2").pivot(index="dataset", columns="setting", values="value")
+    table2 = paper2.reindex(fedavg.index).assign(measured=fedavg)[["measured", "tensorflow", "pytorch"]]
+    return {"table5_records.csv": records, "table5_paper_vs_measured.csv": versus, "table2.csv": _with_index(table2)}
+
+
+def table4_tables(records: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Table 4's published tables from its ``records``: ``table4_records.csv`` (the records) and
+    ``table4_paper_vs_measured.csv`` (held-out accuracy per setting beside the paper's)."""
+    table4 = held_out_accuracy(records, by=("setting",))
+    measured = table4.rename(columns={"accuracy": "value"}).assign(method="fedcg", metric="accuracy")
+    versus = paper_vs_measured(measured, reported("fedcg", "table4"), on=["setting", "method", "metric"])
+    return {"table4_records.csv": records, "table4_paper_vs_measured.csv": versus}
+
+
+def kmeans_clusters(runs: Iterable[Run], runtime: Runtime) -> pd.DataFrame:
+    """Per K-means row of ``runs`` (Table 4's, read from ``runtime``'s store): training clients per cluster and the
+    unseen test clients' images per domain the student gives them (:func:`cluster_summary`), indexed by setting."""
+    import torch
+
+    from gflkit.experiment import client_split, stored_artifacts
+
+    rows = {}
+    for run in runs:
+        config = run.config
+        if config.method != "fedcg_kmeans":
+            continue
+        probabilities, data = domain_probabilities(config, runtime)
+        split = client_split(data, config)
+        test_images = torch.cat([split.test[k] for k in split.held_out.nonzero().flatten().tolist()])
+        rows[run.labels["setting"]] = cluster_summary(stored_artifacts(config, runtime)["client_domains"],
+                                                      probabilities[test_images].argmax(dim=1), probabilities.shape[1])
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def _table3_method(row: str) -> str:
+    """The method a Table 3 row has in ``fedcg.csv``: ``domain_models``, ``gcn`` or ``fedcg``."""
+    return "domain_models" if row == "domain_models" else row.split("_")[0]
+
+
+def attribute_correlation(faces: Any) -> pd.DataFrame:
+    """The phi of each of the five oracle attributes with smiling over the CelebA images ``faces``, one row each."""
+    import torch
+
+    names, attributes = faces.info["attribute_names"], faces.info["attributes"]
+    return pd.DataFrame({"correlation with smiling (phi)": {
+        name: float(torch.corrcoef(torch.stack([attributes[:, names.index(name)].float(), faces.y.float()]))[0, 1])
+        for name in DOMAIN_ATTRIBUTES[:5]}})
+
+
+def oracle_domain_only(faces: Any) -> float:
+    """Smiling predicted by each oracle domain's majority label (%, :func:`label_given_domain`) over ``faces``, CelebA
+    with the oracle domain code in its last channel (``domain_channel``)."""
+    return label_given_domain(faces.x[:, -1, 0, 0].round().long(), faces.y)
+
+
+def table3_tables(records: pd.DataFrame, faces: Any) -> dict[str, pd.DataFrame]:
+    """Table 3's published tables from its ``records`` and the CelebA images ``faces`` it ran on:
+    ``table3_records.csv`` (the records), ``table3_paper_vs_measured.csv`` (held-out accuracy per row beside the
+    paper's) and ``table3_attribute_correlation.csv`` (:func:`attribute_correlation`)."""
+    table3 = held_out_accuracy(records, by=("setting",))
+    measured = table3.rename(columns={"accuracy": "value"}).assign(method=table3["setting"].map(_table3_method),
+                                                                   metric="accuracy")
+    versus = paper_vs_measured(measured, reported("fedcg", "table3"), on=["setting", "method", "metric"])
+    return {"table3_records.csv": records, "table3_paper_vs_measured.csv": versus,
+            "table3_attribute_correlation.csv": _with_index(attribute_correlation(faces))}
+
+
+def lambda_table(lambdas: Mapping[str, float]) -> pd.DataFrame:
+    """The final λ of the last domain layer per dataset (``lambdas``) beside the paper's (Sec. 4.3), indexed by
+    dataset."""
+    paper = reported("fedcg", "lambda").set_index("dataset")["value"]
+    return pd.DataFrame([{"dataset": dataset, "measured λ (last domain layer)": value,
+                          "paper": paper.get(dataset, float("nan"))} for dataset, value in lambdas.items()]
+                        ).set_index("dataset")
+
+
+def attribute_table(domains: Any, data: Any) -> pd.DataFrame:
+    """:func:`domains_against_attributes` for the images' discovered ``domains`` over the :data:`DOMAIN_ATTRIBUTES`
+    ``data`` has, with a last row ``all images``: every image's count and attribute fractions."""
+    names = list(data.info["attribute_names"])
+    columns = [names.index(a) for a in DOMAIN_ATTRIBUTES if a in names]
+    table = domains_against_attributes(domains, data.info["attributes"][:, columns], [names[i] for i in columns])
+    table.loc["all images"] = [len(domains), *data.info["attributes"][:, columns].float().mean(0).tolist()]
+    return table
+
+
+def derive(records: Mapping[str, pd.DataFrame | None], clients: pd.DataFrame, kmeans: pd.DataFrame,
+           lambdas: Mapping[str, float], domains: Mapping[str, pd.DataFrame], profile: str, faces: Any = None,
+           table4_dataset: str | None = None) -> dict[str, pd.DataFrame]:
+    """Every table the FedCG notebook publishes, by file name, from what it measured: each section's ``records``
+    (``table5``, ``table4``, and ``table3`` or None where it did not run), the ``clients`` (:func:`clients_table`),
+    the K-means rows (``kmeans``, :func:`kmeans_clusters`), the final λ per dataset (``lambdas``), the discovered
+    domains' tables (``domains``, by name) and the CelebA images Table 3 ran on (``faces``):
+
+    * ``clients.csv``: per dataset, its clients, training and unseen test clients, images and majority class;
+    * ``table5_records.csv``, ``table5_paper_vs_measured.csv``, ``table2.csv``: :func:`table5_tables`;
+    * ``table4_records.csv``, ``table4_paper_vs_measured.csv``: :func:`table4_tables`;
+    * ``table4_kmeans_clusters.csv``: the K-means rows' clusters and test-time domains;
+    * ``table3_records.csv``, ``table3_paper_vs_measured.csv``, ``table3_attribute_correlation.csv``: where Table 3
+      ran, :func:`table3_tables`;
+    * ``lambda.csv``: the final λ beside the paper's (:func:`lambda_table`);
+    * ``domains_<name>.csv``: each table of ``domains`` (a discovered domain's attributes, how writers spread);
+    * ``claims.csv``: :func:`decide` on these tables (``table4_dataset``: where Table 4 ran).
+    """
+    tables = {"clients.csv": _with_index(clients), **table5_tables(records["table5"]),
+              **table4_tables(records["table4"]), "table4_kmeans_clusters.csv": _with_index(kmeans)}
+    if records.get("table3") is not None:
+        tables |= table3_tables(records["table3"], faces)
+    tables["lambda.csv"] = _with_index(lambda_table(lambdas))
+    tables |= {f"domains_{name}.csv": _with_index(table) for name, table in domains.items()}
+    domain_only = oracle_domain_only(faces) if faces is not None else float("nan")
+    tables["claims.csv"] = decide({name: tables.get(file) for name, file in CLAIM_FILES.items()}, profile,
+                                  domain_only=domain_only, table4_dataset=table4_dataset)
+    return tables

@@ -16,13 +16,13 @@ epoch, the personal models of Separate, Ditto, SFL (before the graph aggregation
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas as pd
 
 from gflkit import metrics
 from gflkit.atomic import atomic_write_text
-from gflkit.experiment import Run, RunConfig
+from gflkit.experiment import Run, RunConfig, build_federation, stored_artifacts
 from gflkit.papers import (Claim, append_seeds, check_claim, claims_table, committed_csvs, paper_vs_measured,
                            reported, standing)
 from gflkit.papers.comparison import (Scoring, best_other_per_group, compare, compare_per_group,
@@ -30,6 +30,9 @@ from gflkit.papers.comparison import (Scoring, best_other_per_group, compare, co
                                       spread_within)
 from gflkit.profiles import Profile, chosen_sections, known_names
 from gflkit.runtime import Runtime
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 METHODS = ("local", "fedavg", "fedprox", "ditto", "ifca", "fedu", "sfl", "fedska")
 PROTOCOL = {method: {"evaluate": protocol} for method, protocol in {
@@ -84,7 +87,7 @@ PROFILES = {
     ),
     # The paper's budget (T = 200) on the CPU with one seed and reduced sweeps: Table 1's MNIST block,
     # Table 3, k ∈ {30, 70} (the default and the paper's best) and the overlap section. A few hours on
-    # 2 CPU cores (docs/results.md records the wall time); `paper` is the full grid.
+    # 2 CPU cores; `paper` is the full grid.
     "paper1": Profile(
         "paper1",
         base=dict(MNIST_BASE, rounds=200, eval_every=5),
@@ -339,6 +342,124 @@ def k_table(k_records: pd.DataFrame) -> pd.DataFrame:
     return metrics.final_summary(k_records, value="accuracy", by=("q", "k"))
 
 
+def table1_files(records: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Table 1's files from its records (every client and round of every run), by file name:
+    ``table1_records.csv`` (the records), ``table1.csv`` and ``table1_paper_vs_measured.csv``
+    (:func:`table1_tables`) and ``table1_protocols.csv`` (every method's mean under both evaluation protocols,
+    :func:`gflkit.metrics.protocol_table`)."""
+    summary, compared = table1_tables(records)
+    return {"table1_records.csv": records, "table1.csv": summary, "table1_paper_vs_measured.csv": compared,
+            "table1_protocols.csv": metrics.protocol_table(records, value="accuracy", by=("q", "method"))}
+
+
+def extra_table1_files(extra: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Table 1's rows of the paper's other datasets (``extra``: each dataset's records, labelled ``setting``), by
+    file name: ``table1_<dataset>_paper_vs_measured.csv``, the mean, best-5 % and worst-5 % client accuracy
+    per setting and method beside the paper's."""
+    files = {}
+    for name, records in extra.items():
+        summary = metrics.final_summary(records, value="accuracy", by=("setting", "method"))
+        measured = summary.melt(id_vars=["setting", "method"], value_vars=["mean", "best5", "worst5"],
+                                var_name="metric")
+        files[f"table1_{name}_paper_vs_measured.csv"] = paper_vs_measured(
+            measured, reported("fedska", "table1").query("dataset == @name"), on=["setting", "method", "metric"])
+    return files
+
+
+def table2_paper() -> pd.DataFrame:
+    """The paper's Table 2 (METR-LA, horizon 12): one row per method, one column per metric."""
+    return reported("fedska", "table2").pivot_table(index="method", columns="metric", values="value")
+
+
+def table2_measured(traffic: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 from the METR-LA records: MAE, MAPE and RMSE at the last round, averaged over the clients that
+    have valid targets, one row per method."""
+    last_round = traffic[traffic["round"] == traffic["round"].max()]
+    return last_round.groupby("method")[["mae", "mape", "rmse"]].mean()
+
+
+def table2_files(traffic: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """Table 2's file: ``table2_metr_la.csv`` (:func:`table2_measured`) from the METR-LA records, or
+    ``table2_metr_la_paper.csv`` (:func:`table2_paper`) when they did not run (``traffic`` None)."""
+    if traffic is None:
+        return {"table2_metr_la_paper.csv": table2_paper().reset_index()}
+    return {"table2_metr_la.csv": table2_measured(traffic).reset_index()}
+
+
+def overlap_table(overlap: pd.DataFrame) -> pd.DataFrame:
+    """The overlap section's table (``overlap.csv``) from its records (labelled ``partition``): each method's mean
+    client accuracy per ``q`` on disjoint and on overlapping shards, and the difference."""
+    summary = metrics.final_summary(overlap, value="accuracy", by=("q", "method", "partition"))
+    table = summary.pivot_table(index=["q", "method"], columns="partition", values="mean")
+    table["overlapping - disjoint"] = table["shards_overlapping"] - table["shards"]
+    return table.reset_index()
+
+
+def overlap_shares(params: Profile, runtime: Runtime) -> dict[int, float]:
+    """Per overlap shard setting ``q``: the share of test samples that are another client's training sample
+    under the authors' overlapping allocation (the first seed's partition)."""
+    from gflkit.data.partition import overlap_fraction
+
+    shares = {}
+    for q in params.sweep["overlap_shards"]:
+        config = shards_config(params, "local", q, params.seeds[0], partition="shards_overlapping")
+        fed = build_federation(config, runtime.replace(device="cpu"))
+        shares[q] = overlap_fraction(fed.data.train_indices, fed.data.test_indices)
+    return shares
+
+
+def learned_graph(params: Profile, runtime: Runtime, seed: int, q: int | None = None,
+                  dataset: str | None = None) -> Tensor:
+    """The client graph FedSKA used in its last round (the finished run's stored ``adjacency``, on the CPU): of
+    the profile's run on ``q`` label shards, or of its run on the paper's other dataset ``dataset``
+    (:func:`extra_config`)."""
+    if dataset is None:
+        config = shards_config(params, "fedska", q, seed)
+    else:
+        config = extra_config(params, dataset, "fedska", seed)
+    return stored_artifacts(config, runtime)["adjacency"].cpu()
+
+
+def dominant_labels(params: Profile, runtime: Runtime, q: int, seed: int) -> Tensor:
+    """Each client's most frequent training label in the profile's partition into ``q`` label shards."""
+    fed = build_federation(shards_config(params, "fedska", q, seed), runtime.replace(device="cpu"))
+    return fed.train_label_counts().argmax(dim=1)
+
+
+def mean_edge_weight(adjacency: Tensor) -> float:
+    """The mean weight of a graph's non-zero off-diagonal edges."""
+    import torch
+
+    off_diagonal = adjacency[~torch.eye(len(adjacency), dtype=torch.bool)]
+    return off_diagonal[off_diagonal > 0].mean().item()
+
+
+def learned_edge_weights(params: Profile, runtime: Runtime, qs: Sequence[int]) -> pd.DataFrame:
+    """Figure 5's measure (``edge_weights.csv``): :func:`mean_edge_weight` of every seed's learned graph at each
+    shard setting of ``qs`` (columns ``q``, ``seed``, ``mean_edge_weight``)."""
+    weights = {(q, seed): mean_edge_weight(learned_graph(params, runtime, seed, q))
+               for q in dict.fromkeys(qs) for seed in params.seeds}
+    return pd.DataFrame([{"q": q, "seed": seed, "mean_edge_weight": w} for (q, seed), w in weights.items()])
+
+
+def curve_area(records: pd.DataFrame) -> pd.DataFrame:
+    """The area under each client's learning curve (``area_clients.csv``): its mean accuracy over the evaluated
+    rounds, per ``q``, method and seed."""
+    return records.groupby(["q", "method", "seed", "client"], as_index=False)["accuracy"].mean()
+
+
+def claim_frames(records: pd.DataFrame, ablation: pd.DataFrame, k_records: pd.DataFrame,
+                 edge_weights: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The frames the claims are decided on, named as :data:`CLAIM_FILES`: the per-seed, per-client scores of
+    the reported round of Table 1, Table 3 and Figure 4, each client's :func:`curve_area`, and the learned
+    graphs' ``edge_weights`` (:func:`learned_edge_weights`)."""
+    keep = ["seed", "evaluate", "q", "client", "round", "accuracy", "num_samples"]
+    return {"records": metrics.reported_rows(records, ["q", "method", "seed"])[["method", *keep]],
+            "ablation": metrics.reported_rows(ablation, ["setting", "seed"])[["setting", *keep]],
+            "k_records": metrics.reported_rows(k_records, ["q", "k", "seed"])[["k", *keep]],
+            "area": curve_area(records), "edge_weights": edge_weights}
+
+
 def append_to_folder(folder: str | Path, later: str | Path, profile: str) -> pd.DataFrame:
     """A notebook run over later seeds (its results folder ``later``) appended to a results folder's committed
     per-seed CSVs (:data:`CLAIM_FILES`; :func:`gflkit.papers.append_seeds`: a row both hold must agree, so a
@@ -379,5 +500,37 @@ def decide(frames: Mapping[str, pd.DataFrame | None], profile: str) -> pd.DataFr
 
 def decide_from_clients(folder: str | Path, profile: str) -> pd.DataFrame:
     """:func:`decide` on a folder's committed CSVs (:data:`CLAIM_FILES`; every seed they hold, e.g. seeds measured
-    in several sessions, whose result stores are gone)."""
+    at several times, on machines whose result stores are gone)."""
     return decide(committed_csvs(folder, CLAIM_FILES, ["records", "ablation"], "fedska"), profile)
+
+
+def derive(profile: str, records: pd.DataFrame, ablation: pd.DataFrame, k_records: pd.DataFrame,
+           edge_weights: pd.DataFrame, *, extra: Mapping[str, pd.DataFrame] | None = None,
+           traffic: pd.DataFrame | None = None, overlap: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+    """Every table the FedSKA notebook publishes, by file name, from the records of its sections (every client
+    and round: Table 1's ``records``, Table 3's ``ablation``, Figure 4's ``k_records``; ``extra``: each other
+    dataset that ran; ``traffic``: METR-LA's, None when it did not run; ``overlap``: the overlap section's, None
+    when its sweep is empty) and Figure 5's ``edge_weights`` (:func:`learned_edge_weights`):
+
+    * ``table1_records.csv``: Table 1's records (left out of the archive: round logs);
+    * ``table1.csv``: mean, best-5 % and worst-5 % client accuracy per ``q`` and method, with the spread over seeds;
+    * ``table1_paper_vs_measured.csv``: those numbers beside the paper's Table 1 on MNIST;
+    * ``table1_protocols.csv``: every method's mean under the global-model and the local-model protocols;
+    * ``table1_<dataset>_paper_vs_measured.csv``: per dataset of ``extra``, its rows beside the paper's;
+    * ``table2_metr_la.csv``: MAE, MAPE and RMSE per method on METR-LA, or ``table2_metr_la_paper.csv``, the
+      paper's Table 2, when METR-LA did not run (:func:`table2_files`);
+    * ``table3.csv``: the graph variants' mean accuracy beside the paper's Table 3 (:func:`table3_table`);
+    * ``figure4_k.csv``: FedSKA's summary per ``q`` and ``k`` (:func:`k_table`);
+    * ``overlap.csv``: the methods on disjoint and overlapping shards (:func:`overlap_table`), if ``overlap``;
+    * ``table1_clients.csv``, ``table3_clients.csv``, ``k_clients.csv``: the per-seed, per-client scores of the
+      reported round; ``area_clients.csv``: each client's area under its learning curve; ``edge_weights.csv``:
+      ``edge_weights`` (:func:`claim_frames`, named as :data:`CLAIM_FILES`) — what the claims are decided on and
+      what a later seed is appended to (:func:`append_to_folder`);
+    * ``claims.csv``: :func:`decide` on those frames.
+    """
+    frames = claim_frames(records, ablation, k_records, edge_weights)
+    return {**table1_files(records), **extra_table1_files(extra or {}), **table2_files(traffic),
+            "table3.csv": table3_table(ablation), "figure4_k.csv": k_table(k_records),
+            **({"overlap.csv": overlap_table(overlap)} if overlap is not None else {}),
+            **{CLAIM_FILES[name]: frame for name, frame in frames.items()},
+            "claims.csv": decide(frames, profile)}

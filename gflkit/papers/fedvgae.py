@@ -49,11 +49,14 @@ performance of each client after training completion". Where the paper is silent
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from gflkit.experiment import Run
 from gflkit.profiles import Profile, chosen_sections
 from gflkit.runtime import Runtime
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 METHODS = ("local", "fedavg", "fedprox", "moon", "gcfl", "fedsage", "fedpub", "fedvgae")
 BASE = dict(num_clients=10, partition="louvain", model="vgae", task="link_prediction", evaluate="local",
@@ -195,7 +198,7 @@ def reported_clients(sections: Mapping[str, tuple[Any, str]]) -> Any:
     """The per-seed, per-client scores behind the claims: for each ``section -> (records, task)``, every
     client's row at its run's reported round (the best-validation round by the task's score, :data:`REPORT`),
     in :data:`CLIENT_COLUMNS` (``setting`` is the records' own column where they have one, else the method).
-    Small enough to commit, so that seeds computed in different sessions can be decided together."""
+    Small enough to commit, so that seeds computed at different times can be decided together."""
     import pandas as pd
 
     from gflkit import metrics
@@ -221,7 +224,7 @@ def most(parts: Mapping[str, Any]) -> Any:
 def claims(clients: Any, methods: Sequence[str], ran: Sequence[str], profile: str) -> list[Any]:
     """FedVGAE's claims, decided by the per-client scores at each run's reported round (:func:`reported_clients`:
     sections ``table3``, ``table4``, ``table5_<task>``, ``table6``, ``tables7_8``), over every seed the rows hold —
-    the notebook's rows or the committed ``clients.csv`` with seeds of several sessions. ``methods``: the
+    the notebook's rows or the committed ``clients.csv`` with seeds run at different times. ``methods``: the
     profile's methods (FedVGAE is compared with the federated ones on links, with every method on nodes);
     ``ran``: the methods and the sections that ran (a claim needing another is "not run")."""
     from gflkit.papers import check_claim, standing
@@ -305,8 +308,8 @@ def decide(frames: Mapping[str, Any], profile: str) -> Any:
 
 
 def decide_from_clients(folder: str | Path, profile: str) -> Any:
-    """:func:`decide` on a folder's committed ``clients.csv`` (every seed it holds, e.g. seeds measured in
-    several sessions, whose result stores are gone)."""
+    """:func:`decide` on a folder's committed ``clients.csv`` (every seed it holds, e.g. seeds measured at
+    several times, on machines whose result stores are gone)."""
     import pandas as pd
 
     return decide({"clients": pd.read_csv(Path(folder) / "clients.csv")}, profile)
@@ -315,7 +318,7 @@ def decide_from_clients(folder: str | Path, profile: str) -> Any:
 def stored_clients(profile: str, seeds: Sequence[int], runtime: Any, sections: Sequence[str] = tuple(SECTIONS)) -> Any:
     """:func:`reported_clients` of ``sections`` (every table by default) for ``seeds`` of ``profile``, read from
     ``runtime``'s store (runs missing there are computed, on the datasets present under its data root) — the
-    rows a later session appends to the committed ``clients.csv`` before :func:`decide_from_clients`. Table 5
+    rows a later run appends to the committed ``clients.csv`` before :func:`decide_from_clients`. Table 5
     is split by task into ``table5_link_prediction`` and ``table5_node_classification``, as the notebook does."""
     from gflkit.executors import run_grid
     from gflkit.profiles import resolve_profile
@@ -327,3 +330,148 @@ def stored_clients(profile: str, seeds: Sequence[int], runtime: Any, sections: S
             part = f"{name}_{task}" if name == "table5" else name
             parts[part] = (run_grid([run for run in grid if run.config.task == task], runtime), task)
     return reported_clients(parts)
+
+
+#: the metrics each task's tables report, in percent
+METRICS = {"link_prediction": ["auc", "ap"], "node_classification": ["accuracy"]}
+#: the columns on which a sweep of FedVGAE's options (Tables 6–8) meets the paper's table
+SWEEP_KEYS = ["dataset", "setting", "method", "metric"]
+
+
+def measured_table(records: pd.DataFrame, task: str, by: Sequence[str] = ("dataset", "method")) -> pd.DataFrame:
+    """The mean over clients at each run's best-validation round (early termination, :data:`REPORT` by the task's
+    :data:`SCORES`) of every metric of ``task`` (:data:`METRICS`), one row per ``by`` cell and metric: columns
+    ``*by, value, metric``."""
+    import pandas as pd
+
+    from gflkit import metrics
+
+    frames = [metrics.final_summary(records, value=metric, by=by, report=REPORT, select_by=SCORES[task])[[*by, "mean"]]
+              .assign(metric=metric) for metric in METRICS[task]]
+    return pd.concat(frames, ignore_index=True).rename(columns={"mean": "value"})
+
+
+def with_paper(measured: pd.DataFrame, table: str, on: Sequence[str]) -> pd.DataFrame:
+    """``measured`` beside FedVGAE's ``table`` (its fractions ×100, so in percent too), matched on the columns ``on``
+    (:func:`gflkit.papers.paper_vs_measured`: ``*on, measured, paper, difference``)."""
+    from gflkit.papers import paper_vs_measured, reported
+
+    paper = reported("fedvgae", table).assign(value=lambda frame: 100 * frame["value"])
+    return paper_vs_measured(measured, paper, on=on)
+
+
+def table3(records: pd.DataFrame) -> pd.DataFrame:
+    """Table 3 measured beside the paper's: AUC and AP of link prediction per dataset and method."""
+    return with_paper(measured_table(records, "link_prediction"), "table3", on=["dataset", "method", "metric"])
+
+
+def table4(records: pd.DataFrame) -> pd.DataFrame:
+    """Table 4 measured beside the paper's: node-classification accuracy per dataset and method."""
+    return with_paper(measured_table(records, "node_classification"), "table4", on=["dataset", "method", "metric"])
+
+
+def table5(share_records: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Table 5 measured beside the paper's, from ``{task: records of its share_runs}``: every metric per ``task``,
+    dataset, method and what is shared (``setting``)."""
+    import pandas as pd
+
+    measured = [measured_table(records, task, by=("dataset", "method", "setting")).assign(task=task)
+                for task, records in share_records.items()]
+    table = with_paper(pd.concat(measured, ignore_index=True), "table5", on=["dataset", "setting", "method", "metric"])
+    table.insert(0, "task", table["metric"].map({m: t for t, ms in METRICS.items() for m in ms}))
+    return table
+
+
+def sweep_table(records: pd.DataFrame, table: str) -> pd.DataFrame:
+    """FedVGAE's mean client AUC per named option set (``setting``) of link-prediction ``records`` on one dataset
+    (the ablation dataset they are labelled with), beside the paper's ``table`` (``table6``, ``table7``, ``table8``)."""
+    measured = measured_table(records, "link_prediction", by=("setting",)).query("metric == 'auc'")
+    measured = measured.assign(dataset=records["dataset"].iloc[0], method="fedvgae")
+    return with_paper(measured, table, on=SWEEP_KEYS)
+
+
+def table6(records: pd.DataFrame) -> pd.DataFrame:
+    """Table 6 (:data:`COMPONENTS`) measured beside the paper's, with each setting's AUC ``delta`` to the full
+    method."""
+    table = sweep_table(records, "table6")
+    table["delta"] = table["measured"] - table.loc[table["setting"] == "full", "measured"].item()
+    return table
+
+
+def degeneracy_checks(params: Profile, present: Sequence[str], runtime: Runtime) -> pd.DataFrame:
+    """Whether GCFL+ and FedSage+ did what they claim, per run of Tables 3 and 4 on the ``present`` datasets, read
+    from the runs' stored artifacts: GCFL+'s clusters at the end and the round of its first split
+    (``clusters_per_round``), FedSage+'s neighbours generated and how many clients generated any
+    (``generated_neighbours``). Empty when neither method ran."""
+    import pandas as pd
+
+    rows = []
+    for task, datasets in (("link_prediction", "link_datasets"), ("node_classification", "node_datasets")):
+        for name in (n for n in params.sweep[datasets] if n in present):
+            rows += [_degeneracy_row(run.config, task, name, runtime) for run in runs(params, name, task)
+                     if run.config.method in ("gcfl", "fedsage")]
+    return pd.DataFrame(rows)
+
+
+def _degeneracy_row(config: Any, task: str, dataset: str, runtime: Runtime) -> dict[str, Any]:
+    """One row of :func:`degeneracy_checks`: a GCFL+ or FedSage+ run of ``task`` on ``dataset`` and what its
+    artifacts show."""
+    import torch
+
+    from gflkit.experiment import stored_artifacts
+
+    found = stored_artifacts(config, runtime)
+    row = dict(task=task, dataset=dataset, seed=config.seed, method=config.method)
+    if config.method == "gcfl":
+        per_round = found["clusters_per_round"].tolist()
+        row.update(clusters_at_end=per_round[-1],
+                   first_split_round=next((r + 1 for r, c in enumerate(per_round) if c > 1), None))
+    else:
+        generated = found.get("generated_neighbours", torch.zeros(0, dtype=torch.long))
+        row.update(neighbours_generated=int(generated.sum()), clients_generating=int((generated > 0).sum()))
+    return row
+
+
+def derive(profile: str, *, link: pd.DataFrame | None = None, node: pd.DataFrame | None = None,
+           share: Mapping[str, pd.DataFrame] | None = None, components: pd.DataFrame | None = None,
+           lambdas: pd.DataFrame | None = None, phis: pd.DataFrame | None = None,
+           checks: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+    """Every table the FedVGAE notebook publishes, by file name, from the records of each section that ran (``link``:
+    Table 3's, ``node``: Table 4's, ``share``: ``{task: Table 5's}``, ``components``: Table 6's, ``lambdas`` and
+    ``phis``: Tables 7 and 8's; a section that did not run is ``None`` or empty and its files are left out) and
+    the :func:`degeneracy_checks` of Tables 3–4:
+
+    * ``table3_records.csv``, ``table4_records.csv``: the records of Tables 3 and 4 (every client and round);
+    * ``table3_paper_vs_measured.csv``, ``table4_paper_vs_measured.csv``: :func:`table3`, :func:`table4`;
+    * ``degeneracy_checks.csv``: the ``checks`` (only when they have rows);
+    * ``table5_share.csv``: :func:`table5`;
+    * ``table6_components.csv``: :func:`table6`;
+    * ``table7_lambda.csv``, ``table8_phi.csv``: :func:`sweep_table` of ``lambdas`` and of ``phis``;
+    * ``clients.csv``: :func:`reported_clients` of every section (Table 5 split by task), what the claims are
+      decided on and what the rows of later seeds are appended to;
+    * ``claims.csv``: :func:`decide` on ``clients.csv``.
+    """
+    tables, sections = {}, {}
+    if link is not None:
+        tables |= {"table3_records.csv": link, "table3_paper_vs_measured.csv": table3(link)}
+        sections["table3"] = (link, "link_prediction")
+    if node is not None:
+        tables |= {"table4_records.csv": node, "table4_paper_vs_measured.csv": table4(node)}
+        sections["table4"] = (node, "node_classification")
+    if checks is not None and len(checks):
+        tables["degeneracy_checks.csv"] = checks
+    if share:
+        tables["table5_share.csv"] = table5(share)
+        sections |= {f"table5_{task}": (records, task) for task, records in share.items()}
+    if components is not None:
+        tables["table6_components.csv"] = table6(components)
+        sections["table6"] = (components, "link_prediction")
+    sweeps = {name: records for name, records in (("table7_lambda.csv", lambdas), ("table8_phi.csv", phis))
+              if records is not None}
+    tables |= {name: sweep_table(records, name.split("_")[0]) for name, records in sweeps.items()}
+    if sweeps:
+        import pandas as pd
+
+        sections["tables7_8"] = (pd.concat(list(sweeps.values()), ignore_index=True), "link_prediction")
+    clients = reported_clients(sections)
+    return tables | {"clients.csv": clients, "claims.csv": decide({"clients": clients}, profile)}

@@ -15,11 +15,14 @@ they differ by more than a point.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from gflkit.experiment import Run
 from gflkit.profiles import Profile, chosen_sections, known_names
 from gflkit.runtime import Runtime
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: the paper's seven methods, then ``pdca_e`` — PDCA with extrapolation and backtracking (pDCAe), our
 #: earlier deviation from Algorithm 1, kept as its own row so the two solvers can be compared
@@ -62,7 +65,7 @@ PROFILES = {
         method_options=cfl_options(15),
     ),
     # The paper's budget (30 rounds × 5 local epochs on the 60,000 training images) with one seed and
-    # Figure 4 at three missing rates: about 10 minutes per run on one CPU core (see docs/results.md).
+    # Figure 4 at three missing rates: tens of minutes per run on one CPU core.
     "paper1": Profile(
         "paper1",
         base=dict(BASE, dataset="mnist", rounds=PAPER_ROUNDS, local_epochs=5),
@@ -281,7 +284,7 @@ CLIENT_COLUMNS = ["method", "seed", "evaluate", "s", "missing", "client", "round
 def stored_clients(profile: str, seeds: Sequence[int], runtime: Any) -> Any:
     """Table 1's per-client rows at each run's reported round (:data:`CLIENT_COLUMNS`) for ``seeds`` of
     ``profile``, from the runs ``runtime``'s store holds (:func:`~gflkit.executors.stored_runs`; nothing is
-    computed, so a grid still running is read as far as it got) — the rows a later session appends to the
+    computed, so a grid still running is read as far as it got) — the rows a later run appends to the
     committed ``table1_clients.csv`` before :func:`decide_from_clients`."""
     from gflkit import metrics
     from gflkit.executors import stored_grid_records
@@ -301,7 +304,7 @@ def stored_missing_clients(profile: str, seeds: Sequence[int], runtime: Any, tab
     ``profile`` that have at least one lossy run stored: the lossy runs (missing > 0) that ``runtime``'s store
     holds (nothing is computed; a rate a grid has not reached yet is absent), and the complete one
     (missing = 0) from ``table1`` — Table 1's committed rows, since PDCA at s = 0.1 without missing entries *is*
-    Table 1's run (the same configuration and key), so a later session need not recompute it. The claim then
+    Table 1's run (the same configuration and key), so a later run need not recompute it. The claim then
     compares each rate with the complete run on the seeds both have. ``ValueError`` when no lossy run is
     stored."""
     import pandas as pd
@@ -347,7 +350,118 @@ def decide(frames: Mapping[str, Any], profile: str) -> Any:
 
 def decide_from_clients(folder: Any, profile: str) -> Any:
     """:func:`decide` on a folder's committed CSVs (:data:`CLAIM_FILES`; every seed they hold, e.g. seeds measured
-    in several sessions, whose result stores are gone)."""
+    at several times, on machines whose result stores are gone)."""
     from gflkit.papers import committed_csvs
 
     return decide(committed_csvs(folder, CLAIM_FILES, ["records"], "jgesr"), profile)
+
+
+#: The solvers :func:`solvers_same_matrix` runs on one received matrix: row label → (solver of
+#: :func:`gflkit.graphs.jgesr.restore`, options added to the profile's PDCA options).
+SAME_MATRIX_SOLVERS = {"two_step": ("two_step", {}), "pdca (printed)": ("pdca", {}),
+                       "pdca_e (pDCAe)": ("pdca", {"extrapolate": True})}
+
+
+def table1_tables(records: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Table 1's files, by name, from its grid's ``records`` (every client and round of every method, noise
+    level ``s`` and seed):
+
+    * ``table1_records.csv``: the records themselves;
+    * ``table1_clients.csv``: each client's score at each run's reported round (:data:`CLIENT_COLUMNS`), what
+      the Table 1 claims are decided on and what a later seed is appended to;
+    * ``table1.csv``: mean, best-5 and worst-5 client accuracy per ``s`` and method, with the spread over seeds;
+    * ``table1_paper_vs_measured.csv``: the measured mean beside the paper's Table 1 (MNIST);
+    * ``table1_protocols.csv``: the mean under the server and the local protocols, and whether they differ.
+    """
+    from gflkit import metrics
+
+    summary = metrics.final_summary(records, value="accuracy", by=("s", "method"))
+    measured = metrics.long_summary(summary, ["s", "method"], columns=("mean",))  # with the spread over seeds
+    return {
+        "table1_records.csv": records,
+        "table1_clients.csv": metrics.reported_rows(records, ["s", "method", "seed"])[CLIENT_COLUMNS],
+        "table1.csv": summary,
+        "table1_paper_vs_measured.csv": _beside_paper(measured, "mnist"),
+        "table1_protocols.csv": metrics.protocol_table(records, value="accuracy", by=("s", "method")),
+    }
+
+
+def _beside_paper(measured: pd.DataFrame, dataset: str) -> pd.DataFrame:
+    """``measured`` (long form: ``s``, ``method``, ``metric``, ...) beside the paper's Table 1 on ``dataset``."""
+    from gflkit.papers import paper_vs_measured, reported
+
+    measured["setting"] = "s_" + measured["s"].astype(str)
+    paper = reported("jgesr", "table1").query("dataset == @dataset")
+    return paper_vs_measured(measured, paper, on=["setting", "method", "metric"])
+
+
+def extra_comparison(name: str, records: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 on the extra dataset ``name`` (:data:`EXTRA_DATASETS`) from its grid's ``records``: the measured
+    mean client accuracy per ``s`` and method beside the paper's numbers for that dataset."""
+    from gflkit import metrics
+
+    extra = metrics.final_summary(records, by=("s", "method"))
+    return _beside_paper(extra.melt(id_vars=["s", "method"], value_vars=["mean"], var_name="metric"), name)
+
+
+def figure4_summary(missing_records: pd.DataFrame) -> pd.DataFrame:
+    """Figure 4 from its grid's ``missing_records`` (PDCA at s = 0.1, every missing rate): the summary of
+    :func:`gflkit.metrics.final_summary` per missing rate, and ``drop``, the mean's distance below the mean
+    without missing entries."""
+    from gflkit import metrics
+
+    figure4 = metrics.final_summary(missing_records, value="accuracy", by=("missing",))
+    figure4["drop"] = figure4.loc[figure4["missing"] == 0, "mean"].iloc[0] - figure4["mean"]
+    return figure4
+
+
+def solvers_same_matrix(params: Profile, server: Mapping[str, Any]) -> pd.DataFrame:
+    """Each of :data:`SAME_MATRIX_SOLVERS` on one run's last received matrix (``server``: the stored artifacts
+    of a PDCA run, :func:`gflkit.experiment.stored_artifacts`) with the profile's PDCA options: per solver, the
+    final objective ``F``, the iterations, whether ε was met, the graph's duality gap at the stop, the steps
+    whose ρ the safeguard doubled and the final ρ."""
+    import pandas as pd
+
+    from gflkit.graphs.jgesr import JGESRParams, restore
+
+    pdca_options = dict(params.method_options.get("pdca", {}))
+    rows = []
+    for label, (solver, options) in SAME_MATRIX_SOLVERS.items():
+        solved = restore(server["received"].double(), server["weights"], server["mask"],
+                         JGESRParams(**pdca_options, **options), solver)
+        rows.append({"solver": label, "F": solved.objective[-1], "iterations": solved.iterations,
+                     "met ε": solved.converged, "graph gap at stop": solved.graph_gap,
+                     "safeguard steps": solved.safeguard_steps, "final ρ": solved.rho})
+    return pd.DataFrame(rows)
+
+
+def derive(records: pd.DataFrame, missing_records: pd.DataFrame, objective: pd.DataFrame,
+           correlation: pd.DataFrame, same_matrix: pd.DataFrame, profile: str,
+           extra: Mapping[str, pd.DataFrame] | None = None) -> dict[str, pd.DataFrame]:
+    """Every table the JGESR notebook publishes, by file name, from what its sections ran: Table 1's
+    ``records``, Figure 4's ``missing_records``, :func:`graph_checks`' ``objective`` and ``correlation`` rows,
+    the ``same_matrix`` table of :func:`solvers_same_matrix` and the records of each ``extra`` dataset that ran:
+
+    * the files of :func:`table1_tables`: ``table1_records.csv``, ``table1_clients.csv``, ``table1.csv``,
+      ``table1_paper_vs_measured.csv``, ``table1_protocols.csv``;
+    * ``table1_{name}_paper_vs_measured.csv`` per extra dataset ``name`` (:func:`extra_comparison`);
+    * ``figure4_missing.csv``: Figure 4 per missing rate (:func:`figure4_summary`);
+    * ``solvers_same_matrix.csv``: ``same_matrix``;
+    * ``figure4_clients.csv``: Figure 4's per-client rows at each run's reported round (:data:`MISSING_COLUMNS`);
+    * ``pdca_objective.csv`` and ``learned_graph_correlation.csv``: ``objective`` and ``correlation``;
+    * ``claims.csv``: :func:`decide` on the frames of :data:`CLAIM_FILES` (``table1_clients.csv`` and the three
+      above), the function that also decides a committed results folder (:func:`decide_from_clients`).
+    """
+    from gflkit import metrics
+
+    tables = table1_tables(records)
+    for name, extra_records in (extra or {}).items():
+        tables[f"table1_{name}_paper_vs_measured.csv"] = extra_comparison(name, extra_records)
+    tables["figure4_missing.csv"] = figure4_summary(missing_records)
+    tables["solvers_same_matrix.csv"] = same_matrix
+    published = {"records": tables[CLAIM_FILES["records"]],
+                 "missing": metrics.reported_rows(missing_records, ["missing", "seed"])[MISSING_COLUMNS],
+                 "objective": objective, "correlation": correlation}
+    tables |= {CLAIM_FILES[name]: published[name] for name in ("missing", "objective", "correlation")}
+    tables["claims.csv"] = decide(published, profile)
+    return tables

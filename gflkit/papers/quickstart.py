@@ -112,3 +112,36 @@ def decide(frames: Mapping[str, pd.DataFrame], profile: str) -> pd.DataFrame:
 def decide_from_clients(folder: str | Path, profile: str) -> pd.DataFrame:
     """:func:`decide` on a folder's committed ``table_clients.csv``."""
     return decide({"records": pd.read_csv(Path(folder) / "table_clients.csv")}, profile)
+
+
+#: the columns of ``table_clients.csv``: one row per client of each run at its reported round
+CLIENT_COLUMNS = ["method", "seed", "evaluate", "q", "client", "round", "accuracy", "num_samples"]
+
+
+def derive(records: pd.DataFrame, profile: str) -> dict[str, pd.DataFrame]:
+    """Every table the quickstart publishes, by file name, from its grid's ``records`` (every client and round):
+
+    * ``records.csv``: the records themselves (left out of the archive: round logs);
+    * ``table_clients.csv``: each client's score at each run's reported round (:data:`CLIENT_COLUMNS`), what
+      the claims are decided on and what a later seed is appended to;
+    * ``table.csv``: mean, best-5 and worst-5 client accuracy per ``q`` and method, with the spread over seeds;
+    * ``protocols.csv``: the same mean under the global-model and the local-model protocols;
+    * ``paper_vs_measured.csv``: the measured numbers beside FedSKA's Table 1 (MNIST);
+    * ``claims.csv``: :func:`decide` on ``table_clients.csv``.
+    """
+    from gflkit import metrics
+    from gflkit.papers import paper_vs_measured, reported
+
+    clients = metrics.reported_rows(records, ["q", "method", "seed"])[CLIENT_COLUMNS]
+    summary = metrics.final_summary(records, value="accuracy", by=("q", "method"))
+    measured = summary.melt(id_vars=["q", "method"], value_vars=["mean", "best5", "worst5"], var_name="metric")
+    measured["setting"] = "shards_" + measured["q"].astype(str)
+    paper = reported("fedska", "table1").query("dataset == 'mnist'")
+    return {
+        "records.csv": records,
+        "table_clients.csv": clients,
+        "table.csv": summary,
+        "protocols.csv": metrics.protocol_table(records, value="accuracy", by=("q", "method")),
+        "paper_vs_measured.csv": paper_vs_measured(measured, paper, on=["setting", "method", "metric"]),
+        "claims.csv": decide({"records": clients}, profile),
+    }

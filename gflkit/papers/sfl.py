@@ -26,6 +26,10 @@ earlier cross-round smoothing. SFL+LG and SFL+Per are SFL with ``share="head"`` 
 (``start="personal"``, the pulls in the gradient; every table's default) and the authors' code's
 (``start="global"``, the pulls detached, i.e. plain local SGD from the global model). The
 ``graph_mixing`` section runs SFL and the three SFL* mixings under both.
+
+**What the notebook publishes**: each section's tables by file name (:func:`table3_tables`, :func:`table4_tables`,
+:func:`timing_tables`, :func:`mixing_tables`, :func:`ablation_tables`, :func:`table2_tables`) and the claims decided
+on them (:func:`derive`, whose docstring lists every file), written by :func:`gflkit.outputs.write_outputs`.
 """
 from __future__ import annotations
 
@@ -389,3 +393,113 @@ def append_to_folder(folder: str | Path, records: pd.DataFrame, profile: str,
     for name, text in files.items():
         atomic_write_text(folder / name, text)
     return verdicts
+
+
+def index_column(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its (unnamed) index as a first column with an empty name: written without the index, it is
+    the CSV ``frame.to_csv()`` writes with it (the row labels under an empty header)."""
+    return frame.reset_index(names="")
+
+
+def by_label(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table of :func:`index_column` (or read back from its CSV) with its first, unnamed column as the index
+    again: the rows named by their labels, as the notebook shows them."""
+    return frame.set_index("").rename_axis(None)
+
+
+def client_rows(records: pd.DataFrame, by: Sequence[str] = ("variant", "seed"),
+                columns: Sequence[str] = CLIENT_COLUMNS) -> pd.DataFrame:
+    """Each client's ``columns`` at the last round of each run of ``records`` (a run: one value of ``by``) — the
+    per-seed, per-client scores the claims are decided on (:data:`CLAIM_FILES`)."""
+    return metrics.reported_rows(records, list(by))[list(columns)]
+
+
+def table3_tables(records: pd.DataFrame, variants: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """Table 3's files from its runs' ``records`` (every client and round, ``method`` the variant), rows ordered
+    as ``variants`` (the sweep's ``table3``): ``table3_records.csv`` (the records), ``table3_clients.csv``
+    (:func:`client_rows`) and ``table3_paper_vs_measured.csv`` (:func:`mnist_vs_paper`, the labels first)."""
+    return {"table3_records.csv": records, CLAIM_FILES["table3"]: client_rows(records),
+            "table3_paper_vs_measured.csv": index_column(mnist_vs_paper(records, "table3", variants))}
+
+
+def table4_tables(records: pd.DataFrame, variants: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """Table 4's files from its runs' ``records``: ``table4_clients.csv`` (:func:`client_rows`) and
+    ``table4_paper_vs_measured.csv`` (:func:`mnist_vs_paper`, rows ordered as ``variants``, the labels first)."""
+    return {CLAIM_FILES["table4"]: client_rows(records),
+            "table4_paper_vs_measured.csv": index_column(mnist_vs_paper(records, "table4", variants))}
+
+
+def timing_tables(timed: Sequence[tuple[str, int | None, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    """Table 5's file ``table5_timing.csv`` from the timed rounds of each run, ``(label, hops, rounds)`` with
+    ``rounds`` one row per round (``training_s``, ``aggregation_s``; :func:`gflkit.timing.time_each_round`),
+    FedAvg's among them: one row per run with its ``method``, ``layers`` (hops), median seconds, the smallest
+    and largest share of aggregation in a round (``aggregation_share_min_%`` / ``_max_%``), the times as ratios
+    to FedAvg's and the share of the median times (``aggregation_share_%``)."""
+    rows = []
+    for label, layers, rounds in timed:
+        shares = 100 * rounds["aggregation_s"] / (rounds["training_s"] + rounds["aggregation_s"])
+        rows.append({"method": label, "layers": layers, **rounds.median().to_dict(),
+                     "aggregation_share_min_%": shares.min(), "aggregation_share_max_%": shares.max()})
+    timing = pd.DataFrame(rows)
+    fedavg_time = timing.set_index("method").loc["fedavg"]
+    timing["training_vs_fedavg"] = timing["training_s"] / fedavg_time["training_s"]
+    timing["aggregation_vs_fedavg"] = timing["aggregation_s"] / fedavg_time["aggregation_s"]
+    timing["aggregation_share_%"] = 100 * timing["aggregation_s"] / (timing["training_s"] + timing["aggregation_s"])
+    return {CLAIM_FILES["timing"]: timing}
+
+
+def mixing_tables(records: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The ``graph_mixing`` section's files from its runs' ``records`` (with ``reading``):
+    ``graph_mixing_records.csv`` (the records), ``graph_mixing_clients.csv`` (:func:`client_rows` with the
+    ``reading``) and ``graph_mixing.csv`` (the mean client accuracy, one row per variant of :data:`MIXINGS`
+    that ran, first column its :data:`LABELS` name, one column per reading of :data:`READINGS`)."""
+    clients = client_rows(records, ("variant", "reading", "seed"), [*CLIENT_COLUMNS[:4], "reading", *CLIENT_COLUMNS[4:]])
+    mixing = metrics.final_summary(records, value="accuracy", by=("method", "reading"))
+    table = mixing.pivot(index="method", columns="reading", values="mean")
+    table = table.reindex(index=[m for m in MIXINGS if m in table.index],
+                          columns=[r for r in READINGS if r in table.columns])
+    table.index = [LABELS[m] for m in table.index]
+    return {"graph_mixing_records.csv": records, CLAIM_FILES["mixing"]: clients, "graph_mixing.csv": index_column(table)}
+
+
+#: What each appendix ablation's summary is grouped by (``frequency``: the rounds at a fixed total of local epochs).
+ABLATION_BY = {"learn_steps": ("learn_steps",), "frequency": ("rounds", "local_epochs"), "local_epochs": ("local_epochs",)}
+
+
+def ablation_tables(name: str, records: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Appendix ablation ``name``'s file ``ablation_{name}.csv`` from its runs' ``records``: the mean client
+    accuracy at the last round (with its spread over seeds) per value of :data:`ABLATION_BY` ``[name]``."""
+    return {f"ablation_{name}.csv": metrics.final_summary(records, value="accuracy", by=ABLATION_BY[name])}
+
+
+def table2_tables(records: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """Table 2's file: ``table2_paper_vs_measured.csv`` (MAE, MAPE and RMSE per dataset and method beside the
+    paper's) from the traffic runs' ``records``, or, when none ran (``None``: no readings present),
+    ``table2_paper.csv``, the paper's numbers alone."""
+    paper = reported("sfl", "table2")
+    if records is None:
+        return {"table2_paper.csv": paper}
+    measured = pd.concat([metrics.final_summary(records, value=metric, by=("dataset", "method")).assign(metric=metric)
+                          for metric in ("mae", "mape", "rmse")])
+    versus = paper_vs_measured(measured.rename(columns={"mean": "value"}), paper, on=["dataset", "method", "metric"])
+    return {"table2_paper_vs_measured.csv": versus}
+
+
+def derive(tables: Mapping[str, pd.DataFrame], profile: str) -> dict[str, pd.DataFrame]:
+    """Every table the SFL notebook publishes, by file name: the sections' tables (``tables``, those of the
+    sections that ran) and the claims decided on them. A section left out of the run has no files.
+
+    * ``table3_records.csv``, ``table3_clients.csv``, ``table3_paper_vs_measured.csv``: Table 3's records,
+      per-client scores at each run's last round and comparison with the paper (:func:`table3_tables`);
+    * ``table4_clients.csv``, ``table4_paper_vs_measured.csv``: the same for Table 4 (:func:`table4_tables`);
+    * ``table5_timing.csv``: Table 5's timed rounds (:func:`timing_tables`);
+    * ``graph_mixing_records.csv``, ``graph_mixing_clients.csv``, ``graph_mixing.csv``: SFL and SFL*'s mixings
+      under both local-step readings (:func:`mixing_tables`);
+    * ``ablation_learn_steps.csv``, ``ablation_frequency.csv``, ``ablation_local_epochs.csv``: the appendix
+      ablations (:func:`ablation_tables`);
+    * ``table2_paper_vs_measured.csv``, or ``table2_paper.csv`` when no traffic readings ran (:func:`table2_tables`);
+    * ``claims.csv``: :func:`decide` on the frames of :data:`CLAIM_FILES` among ``tables`` — what
+      :func:`decide_from_clients` reads back from the written folder — for ``profile``'s Table 3 variants.
+    """
+    frames = {name: tables.get(file) for name, file in CLAIM_FILES.items()}
+    return {**tables, "claims.csv": decide(frames, profile, PROFILES[profile].sweep["table3"])}

@@ -11,7 +11,6 @@ behind when its CSVs grow (later seeds appended) is caught.
 from __future__ import annotations
 
 import hashlib
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -23,6 +22,7 @@ from matplotlib.figure import Figure
 from gflkit import plots
 from gflkit.atomic import atomic_write
 from gflkit.catalog import FigureSpec, paper_of_folder
+from gflkit.outputs import png_bytes
 
 #: columns of a paper-vs-measured CSV that hold numbers, not the row's name
 NUMBER_COLUMNS = ("measured", "measured_std", "seeds", "paper", "difference")
@@ -154,15 +154,6 @@ def draw(folder: Path, spec: FigureSpec) -> Figure | None:
     return None if frame is None else DRAWERS[spec.kind](frame, spec)
 
 
-def png_bytes(fig: Figure, source: str = "") -> bytes:
-    """``fig`` as PNG bytes with no timestamp or software version, so a redraw of the same CSV is the same file;
-    ``source`` (the :func:`source_digest` of what it was drawn from) is kept in its ``Source`` text chunk."""
-    buffer = io.BytesIO()
-    metadata = {"Software": None, **({"Source": source} if source else {})}
-    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight", metadata=metadata)
-    return buffer.getvalue()
-
-
 def drawn_from(png: Path) -> str | None:
     """The ``Source`` digest a figure of :func:`draw_folder` was drawn from, or None for another PNG."""
     from PIL import Image
@@ -193,12 +184,12 @@ def draw_folder(folder: str | Path, out: str | Path | None = None) -> Drawn:
             continue
         try:
             with atomic_write(out / spec.file) as handle:
-                handle.write(png_bytes(fig, source_digest(source_files(folder, spec))))
+                handle.write(png_bytes(fig, source_digest(source_files(folder, spec)), DPI))
         finally:
             plt.close(fig)
         saved.append(out / spec.file)
     return Drawn(tuple(saved), tuple(skipped))
 
 
-__all__ = ["DRAWERS", "Drawn", "declared_figures", "draw", "draw_folder", "drawn_from", "is_current", "png_bytes",
+__all__ = ["DRAWERS", "Drawn", "declared_figures", "draw", "draw_folder", "drawn_from", "is_current",
            "read_source", "source_digest", "source_files"]

@@ -33,13 +33,18 @@ def test_every_page_is_built(site):
     assert list((site / "_static" / "mathjax").glob("tex-chtml.js")), "MathJax must be served by the site itself"
 
 
-def test_landing_page_counts_equal_the_claims_csvs(site):
+def test_landing_page_counts_and_seeds_equal_the_csvs(site):
+    """Each folder's seeds and verdict counts on the landing page are its CSVs'; a superseded folder shows no
+    verdicts of its own but names the folder that decides them."""
     (cells,) = [t for t in table_cells((site / "index.html").read_text()) if "quickstart_ci" in t]
-    width = 5 + len(VERDICTS) + 1  # page, folder, profile, seeds, gap, the verdicts, other
-    shown = {row[1]: row[5:] for row in (cells[i:i + width] for i in range(0, len(cells), width))}
-    expected = {row.folder: [str(row.verdicts[v]) for v in VERDICTS] + [str(row.other_verdicts)]
+    width = 3 + len(VERDICTS) + 2  # folder, seeds, gap, the verdicts, other, commit
+    shown = {row[0]: [row[1], *row[3:-1]] for row in (cells[i:i + width] for i in range(0, len(cells), width))}
+    expected = {row.folder: [str(row.seeds)] + ([str(row.verdicts[v]) for v in VERDICTS] + [str(row.other_verdicts)]
+                                                if row.superseded_by is None else
+                                                ["—"] * len(VERDICTS) + [f"superseded by {row.superseded_by}"])
                 for row in all_summaries()}
     assert shown == expected
+    assert shown["benchmark_paper"][0] == "3" and shown["benchmark_paper1"][-1] == "superseded by benchmark_paper"
 
 
 def test_api_reference_renders_equations_and_links_to_source(site):
@@ -67,7 +72,32 @@ def test_browser_finds_a_missing_figure_and_a_console_error(tmp_path):
 
 
 @needs_browser
-def test_every_page_reads_cleanly_in_chromium(site):
+def test_browser_finds_what_is_cut_off_or_unlabelled(tmp_path):
+    page = tmp_path / "index.html"
+    page.write_text('<article style="width: 600px"><div style="width: 3000px">wide</div>'
+                    '<div style="overflow-x: auto"><div style="width: 3000px">scrolls</div></div>'
+                    '<div style="overflow-x: auto"><table class="gflkit-claims" style="width: 3000px"><tr><td>claims'
+                    '</td></tr></table></div><h2 style="margin-right: -8px">a heading bleeding into the margin</h2>'
+                    '<table style="width: 100px; table-layout: fixed"><tr><td style="overflow: hidden">'
+                    '<span class="gflkit-verdict" style="white-space: nowrap; display: inline-block">not reproduced at all'
+                    '</span></td></tr></table><figure class="gflkit-figure"><img src="x.png"></figure></article>')
+    problems = check_site(tmp_path, pages=[], read_pages=["index.html"], screenshots=tmp_path / "shots")
+    assert [p for p in problems if "wider than the content column" in p and '"wide"' in p]
+    assert not [p for p in problems if '"scrolls"' in p], "a box that scrolls holds its content"
+    assert [p for p in problems if '"claims"' in p], "but a claims table must fit, not scroll"
+    assert not [p for p in problems if '"a heading' in p], "the theme's heading bleed is no overflow"
+    assert [p for p in problems if "badge cut off" in p] and [p for p in problems if "without a caption" in p]
+    assert sorted(shot.name for shot in (tmp_path / "shots").iterdir()) == ["index-1400.png", "index-800.png"]
+
+
+@needs_browser
+def test_every_page_reads_cleanly_in_chromium(site, tmp_path_factory):
+    """No console error, broken image or link anywhere; on the landing and paper pages, at 1400 and 800 px,
+    nothing wider than the content column, no verdict badge cut off, no figure without a caption (screenshots
+    of each are kept under pytest's temporary folder, ``screenshots*``)."""
+    screenshots = tmp_path_factory.mktemp("screenshots")
     problems = check_site(site, [page.html for page in PAGES if page.claims],
-                          [page.html for page in PAGES if page.figures])
+                          [page.html for page in PAGES if page.figures],
+                          read_pages=["index.html", *(page.html for page in PAGES)], screenshots=screenshots)
     assert not problems, "\n".join(problems[:40])
+    assert len(list(screenshots.glob("*.png"))) == 2 * (1 + len(PAGES))

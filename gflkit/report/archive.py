@@ -1,6 +1,6 @@
 """The archive of executed notebooks: what a reader sees without running anything.
 
-Each entry of :data:`ARCHIVE` is a notebook and a profile that docs/results.md reports. Archiving one
+Each entry of :data:`ARCHIVE` is a notebook and a profile that a page under docs/papers/ reports. Archiving one
 (``gflkit archive NAME:PROFILE``, or every entry with ``gflkit archive``) executes it with ``gflkit
 notebook`` against its result store ``results/<name>_<profile>`` — finished runs are read, missing ones
 computed — and then writes, under ``docs/results/<name>_<profile>/``:

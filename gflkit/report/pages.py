@@ -2,8 +2,9 @@
 
 Every folder ``docs/results/<notebook>_<profile>/`` belongs to the page of its notebook (:data:`PAGES`). A
 folder's summary (:func:`summarize`) is computed, never typed: the verdict counts of its claims CSV, the
-mean absolute difference ours − paper over its paper-vs-measured CSVs and the number of seeds its per-client CSVs hold. The
-landing page shows one row per folder; a paper's page shows its own rows, so both read the same numbers.
+mean absolute difference ours − paper over its paper-vs-measured CSVs, the number of seeds its per-seed CSVs hold,
+the last commit that changed it, and the folder that supersedes it (continues its seeds). The landing page
+shows one row per folder; a paper's page shows its own rows, so both read the same numbers.
 """
 from __future__ import annotations
 
@@ -117,14 +118,52 @@ def mean_paper_gap(folder: Path) -> tuple[float, int] | None:
     return (sum(gaps) / len(gaps), len(gaps)) if gaps else None
 
 
-def seeds(folder: Path) -> int | None:
-    """The largest number of distinct seeds in a CSV of ``folder`` with a ``seed`` column, or None."""
-    counts = []
+def seed_values(folder: Path) -> set[int]:
+    """Every seed a CSV of ``folder`` with a ``seed`` column names (one file per seed counts too), together with
+    those of the folders whose seeds ``folder`` continues (:attr:`gflkit.catalog.Paper.continues`)."""
+    found: set[int] = set()
+    for earlier in paper_of_folder(folder.name).continues.get(folder.name, ()):
+        found |= seed_values(folder.parent / earlier)
     for path in folder.glob("*.csv"):
-        header = pd.read_csv(path, nrows=0).columns
-        if "seed" in header:
-            counts.append(pd.read_csv(path, usecols=["seed"])["seed"].nunique())
-    return max(counts) if counts else None
+        if "seed" in pd.read_csv(path, nrows=0).columns:
+            found |= set(pd.read_csv(path, usecols=["seed"])["seed"].dropna().astype(int))
+    return found
+
+
+def declared_seeds(folder: str) -> int | None:
+    """How many seeds the profile of a results folder declares (for a folder that keeps no per-seed rows), or
+    None when its paper module declares no such profile."""
+    import importlib
+
+    paper = paper_of_folder(folder)
+    profiles = getattr(importlib.import_module(f"gflkit.papers.{paper.name}"), "PROFILES", {})
+    profile = profiles.get(profile_of(folder))
+    return len(profile.seeds) if profile is not None else None
+
+
+def seeds(folder: Path) -> int | None:
+    """How many seeds ``folder``'s results cover: the distinct seeds of its per-seed CSVs (:func:`seed_values`),
+    else the number its profile declares (:func:`declared_seeds`), else None."""
+    return len(seed_values(folder)) or declared_seeds(folder.name)
+
+
+def superseded_by(folder: str) -> str | None:
+    """The results folder that continues ``folder``'s seeds and decides its claims over all of them (whose
+    verdicts therefore replace ``folder``'s), or None."""
+    continuing = paper_of_folder(folder).continues
+    return next((later for later, earlier in continuing.items() if folder in earlier), None)
+
+
+def last_commit(folder: Path) -> tuple[str, str] | None:
+    """``(short hash, date)`` of the last commit that changed ``folder``, or None outside a git checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "log", "-1", "--format=%h %cs", "--", "."], cwd=folder, capture_output=True,
+                             text=True, timeout=30).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out[0], out[1]) if len(out) == 2 else None
 
 
 @dataclass(frozen=True)
@@ -138,6 +177,8 @@ class Summary:
     gap: tuple[float, int] | None
     verdicts: Counter[str]
     notebook: Path | None
+    superseded_by: str | None = None
+    commit: tuple[str, str] | None = None
 
     @property
     def other_verdicts(self) -> int:
@@ -149,7 +190,8 @@ def summarize(folder: Path) -> Summary:
     """The landing page's row for ``folder`` (see the module docstring)."""
     notebook = folder / f"{_notebook_of(folder.name)}.ipynb"
     return Summary(folder.name, page_of(folder.name).name, profile_of(folder.name), seeds(folder),
-                   mean_paper_gap(folder), verdict_counts(folder), notebook if notebook.exists() else None)
+                   mean_paper_gap(folder), verdict_counts(folder), notebook if notebook.exists() else None,
+                   superseded_by(folder.name), last_commit(folder))
 
 
 def all_summaries(results: Path = RESULTS) -> list[Summary]:

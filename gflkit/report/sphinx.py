@@ -4,13 +4,18 @@ Every number these directives show is read from ``docs/results/`` when the site 
 CSVs cannot disagree:
 
 * ``gflkit-summary`` (optional argument: a page name) — the landing table (:mod:`gflkit.report.pages`):
-  per result folder, its profile, seeds, mean absolute difference ours − paper and verdict counts, linking to its page;
+  per result folder (named after its paper and profile, linking to its page), its seeds, mean absolute difference ours − paper and verdict counts;
 * ``gflkit-claims FOLDER`` — a folder's claims CSV, the verdict of each claim as a coloured badge;
 * ``gflkit-paper-vs-measured FOLDER`` — each paper-vs-measured CSV of a folder, folded, with its mean gap;
 * ``gflkit-figures FOLDER`` — every figure the folder's archived notebook drew, captioned with the file name
   the notebook saved it under; for a folder without an archived notebook (a paper-budget folder), the figures
   its paper declares (:data:`gflkit.catalog.PAPERS`), drawn from its CSVs by ``gflkit figures``;
-* ``gflkit-table FILE`` (option ``:percent: a, b``) — one CSV under ``docs/results/`` as a table.
+* ``gflkit-table FILE`` (option ``:percent: a, b``) — one CSV under ``docs/results/`` as a table;
+
+and two roles for numbers in prose (:mod:`gflkit.report.values`):
+
+* ``{gflkit-value}`FOLDER/FILE.csv COLUMN key=value ... [:.2f]``` — one cell of a committed CSV;
+* ``{gflkit-paper}`95.17``` — a number the paper reports, shown marked as the paper's.
 """
 from __future__ import annotations
 
@@ -27,8 +32,11 @@ from docutils.parsers.rst import Directive, directives
 
 from gflkit.report.pages import (PAGES, VERDICTS, Summary, all_summaries, claims_file, committed_figures,
                                  paper_gaps, summarize, verdict_column, verdict_css)
+from gflkit.report.values import ValueReference
 
-SAVED_FIGURE = re.compile(r"save_figure\([^,]+,\s*results\s*/\s*(?:f?\"([^\"]+)\"|f?'([^']+)')")
+#: where a notebook names a figure it saves: ``figures["name.png"] = fig`` (handed to
+#: :func:`gflkit.outputs.write_outputs`), or ``save_figure(fig, results / "name.png")`` in older archives
+SAVED_FIGURE = re.compile(r"(?:\bfigures\[\s*|save_figure\([^,]+,\s*results\s*/\s*)(?:f?\"([^\"]+)\"|f?'([^']+)')")
 
 
 def _raw(markup: str) -> list[nodes.Node]:
@@ -40,7 +48,8 @@ def _badge(verdict: str) -> str:
     return f'<span class="gflkit-verdict gflkit-{css}">{html.escape(verdict)}</span>'
 
 
-def _html_table(frame: pd.DataFrame, classes: str = "gflkit-table", html_columns: tuple[str, ...] = ()) -> str:
+def _html_table(frame: pd.DataFrame, classes: str = "gflkit-table", html_columns: tuple[str, ...] = (),
+                scroll: bool = True) -> str:
     head = "".join(f"<th>{column if column in html_columns else html.escape(_label(column))}</th>"
                    for column in frame.columns)
     rows = []
@@ -48,8 +57,8 @@ def _html_table(frame: pd.DataFrame, classes: str = "gflkit-table", html_columns
         cells = "".join(f"<td>{value if column in html_columns else html.escape(_text(value))}</td>"
                         for column, value in row.items())
         rows.append(f"<tr>{cells}</tr>")
-    return (f'<div class="gflkit-scroll"><table class="{classes}"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table></div>')
+    table = f'<table class="{classes}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return f'<div class="gflkit-scroll">{table}</div>' if scroll else table
 
 
 def _label(column: Any) -> str:
@@ -92,17 +101,28 @@ class SummaryDirective(Directive):
             env.note_dependency(str(folder))
         frame = pd.DataFrame([_summary_row(row, env.docname) for row in rows])
         return _raw(_html_table(frame, classes="gflkit-table gflkit-summary",
-                                html_columns=("paper", *(_badge(v) for v in VERDICTS))))
+                                html_columns=("result folder", *(_badge(v) for v in VERDICTS),
+                                              "other (not run)", "commit")))
 
 
 def _summary_row(row: Summary, docname: str) -> dict[str, Any]:
     link = "../" * docname.count("/") + f"papers/{row.page}.html"
-    title = next(page.title for page in PAGES if page.name == row.page)
     gap = f"{row.gap[0]:.2f} ({row.gap[1]} cells)" if row.gap else "—"
-    counts = {_badge(verdict): _count(verdict, row.verdicts[verdict]) for verdict in VERDICTS}
-    return {"paper": f'<a href="{link}">{html.escape(title)}</a>', "result folder": row.folder,
-            "profile": row.profile, "seeds": row.seeds or "—", "mean |ours − paper|": gap, **counts,
-            "other (not run)": row.other_verdicts}
+    if row.superseded_by:  # its claims are decided again, over more seeds, by the folder that continues it
+        counts = {_badge(verdict): "—" for verdict in VERDICTS}
+        other = f"superseded by <code>{_breakable(row.superseded_by)}</code>"
+    else:
+        counts = {_badge(verdict): _count(verdict, row.verdicts[verdict]) for verdict in VERDICTS}
+        other = str(row.other_verdicts)
+    commit = f"<code>{row.commit[0]}</code><br>{row.commit[1]}" if row.commit else "—"
+    return {"result folder": f'<a href="{link}">{_breakable(row.folder)}</a>',
+            "seeds": row.seeds or "—", "mean |ours − paper| (points)": gap,
+            **counts, "other (not run)": other, "commit": commit}
+
+
+def _breakable(name: str) -> str:
+    """``name`` as HTML that may break after each ``_`` in a narrow column."""
+    return "_<wbr>".join(html.escape(part) for part in name.split("_"))
 
 
 def _count(verdict: str, count: int) -> str:
@@ -111,7 +131,9 @@ def _count(verdict: str, count: int) -> str:
 
 
 class ClaimsDirective(_FolderDirective):
-    """A folder's claims with their verdicts as badges."""
+    """A folder's claims with their verdicts as badges, in four columns that fit the page: the claim (its id,
+    and its noise model and evidence folded under it), the verdict, the difference and its interval (one line
+    per setting of a claim decided in several)."""
 
     def run(self) -> list[nodes.Node]:
         folder = self.path(self.arguments[0])
@@ -120,17 +142,33 @@ class ClaimsDirective(_FolderDirective):
             raise self.error(f"gflkit-claims: {folder} has no claims CSV")
         self.state.document.settings.env.note_dependency(str(path))
         frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        frame = frame.drop(columns=["profile"], errors="ignore")  # the folder's name says it
         column = verdict_column(frame)
-        frame[column] = frame[column].map(_badge)
-        listed = [c for c in ("difference", "interval", "evidence") if c in frame.columns]
-        for name in listed:  # one line per setting of a multi-part claim
-            frame[name] = frame[name].map(lambda text: html.escape(text).replace("; ", "<br>"))
+        lines = lambda text: html.escape(text).replace("; ", "<br>")  # noqa: E731
+        table = pd.DataFrame({
+            "claim": [_claim_cell(row, column) for _, row in frame.iterrows()],
+            "verdict": frame[column].map(_badge),
+            **{name: frame[name].map(lines) for name in ("difference", "interval") if name in frame.columns},
+        })
         counts = summarize(folder).verdicts
         caption = (f"<p class=\"gflkit-caption\">{html.escape(path.name)} of <code>docs/results/{folder.name}</code>: "
                    + ", ".join(f"{count} {verdict}" for verdict, count in counts.most_common()) + "</p>")
-        return _raw(caption + _html_table(frame, classes="gflkit-table gflkit-claims",
-                                          html_columns=(column, *listed)))
+        return _raw(caption + _html_table(table, classes="gflkit-table gflkit-claims", html_columns=tuple(table.columns),
+                                          scroll=False))
+
+
+def _claim_cell(row: pd.Series, verdict: str) -> str:
+    """A claims table's first cell: the statement, then its id and the remaining columns (noise model, evidence,
+    …) folded under it."""
+    # the benchmark's rows name a method and a setting instead of a sentence
+    statement = row["claim"] if "claim" in row else " at ".join(str(row[c]) for c in ("method", "setting") if c in row)
+    shown = {"id", "claim", verdict, "difference", "interval", "profile"}
+    if "claim" not in row:
+        shown |= {"method", "setting"}
+    details = [(name, value) for name, value in row.items() if name not in shown and value]
+    key = f' <code class="gflkit-claim-id">{html.escape(row["id"])}</code>' if row.get("id") else ""
+    folded = "".join(f"<dt>{html.escape(str(name))}</dt><dd>{html.escape(str(value))}</dd>" for name, value in details)
+    return (f"{html.escape(str(statement))}{key}"
+            + (f"<details><summary>evidence</summary><dl>{folded}</dl></details>" if folded else ""))
 
 
 class PaperVsMeasuredDirective(_FolderDirective):
@@ -193,16 +231,48 @@ class FiguresDirective(_FolderDirective):
 
 
 def notebook_figures(notebook: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(caption, base64 PNG)`` of every figure a notebook's outputs hold; the caption names the file a
-    figure was saved under (in cell order), else the cell."""
+    """``(caption, base64 PNG)`` of every figure a notebook's outputs hold: the caption is the heading of the
+    notebook section that drew it, then the file it was saved under (in cell order; ``{dataset}`` and the like
+    left as the notebook names them, shown as "…"), else the figure's number in its section."""
     figures = []
-    for index, cell in enumerate(notebook["cells"]):
+    section = "figure"
+    for cell in notebook["cells"]:
+        source = "".join(cell.get("source", ""))
+        if cell["cell_type"] == "markdown":
+            headings = [line.lstrip("#").strip() for line in source.splitlines() if line.startswith("#")]
+            section = headings[-1] if headings else section
+            continue
         pngs = [output["data"]["image/png"] for output in cell.get("outputs", []) if "image/png" in output.get("data", {})]
-        names = [a or b for a, b in SAVED_FIGURE.findall("".join(cell.get("source", "")))]
+        names = [re.sub(r"\{[^}]*\}", "…", a or b) for a, b in SAVED_FIGURE.findall(source)]
         for i, png in enumerate(pngs):
-            caption = names[i] if i < len(names) else f"figure {i + 1} of cell {index}"
+            caption = f"{section} ({names[i]})" if i < len(names) else f"{section} (figure {i + 1} of its cell)"
             figures.append((caption, "".join(png) if isinstance(png, list) else png.strip()))
     return figures
+
+
+def value_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
+               options: dict[str, Any] | None = None, content: list[str] | None = None) -> tuple[list[Any], list[Any]]:
+    """``{gflkit-value}`FILE COLUMN key=value ...``` — the cell of a committed CSV under ``docs/results/`` the
+    reference names (:class:`gflkit.report.values.ValueReference`), read when the site is built; a reference
+    that selects no single cell is a build error."""
+    env = inliner.document.settings.env
+    results = Path(env.srcdir) / "results"
+    try:
+        reference = ValueReference.parse(text)
+        value = reference.read(results)
+    except ValueError as error:
+        message = inliner.reporter.error(f"gflkit-value: {error}", line=lineno)
+        return [inliner.problematic(rawtext, rawtext, message)], [message]
+    env.note_dependency(str(results / reference.file))
+    title = html.escape(f"read from docs/results/{reference.file}", quote=True)
+    return _raw(f'<span class="gflkit-value" title="{title}">{html.escape(value.replace("-", "−"))}</span>'), []
+
+
+def paper_role(name: str, rawtext: str, text: str, lineno: int, inliner: Any,
+               options: dict[str, Any] | None = None, content: list[str] | None = None) -> tuple[list[Any], list[Any]]:
+    """``{gflkit-paper}`95.17``` — a number the paper reports, marked as the paper's."""
+    return _raw(f'<span class="gflkit-paper" title="the paper\'s number">{html.escape(text)}'
+                '<sup>paper</sup></span>'), []
 
 
 def drop_unreadable_sources(app: Any) -> list[Any]:
@@ -221,6 +291,9 @@ def setup(app: Any) -> dict[str, Any]:
     app.add_directive("gflkit-paper-vs-measured", PaperVsMeasuredDirective)
     app.add_directive("gflkit-figures", FiguresDirective)
     app.add_directive("gflkit-table", TableDirective)
+    app.add_role("gflkit-value", value_role)
+    app.add_role("gflkit-paper", paper_role)
     app.add_css_file("gflkit.css")
+    app.add_js_file("gflkit.js")
     app.connect("html-collect-pages", drop_unreadable_sources, priority=400)  # before viewcode's (500)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

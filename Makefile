@@ -44,12 +44,13 @@ archive:
 report:
 	rm -rf site
 	$(PY) -m sphinx -W --keep-going -q -b html docs site
+	rm -rf jupyter_execute
 	@echo "report built: open site/index.html"
 
 # JupyterLab on notebooks/ with the project's kernel and the data root; LAB_ARGS passes options through,
-# e.g. make lab LAB_ARGS="--no-browser --port 8890".
+# e.g. make lab LAB_ARGS="--no-browser --port 8890". As root (a container), Jupyter needs --allow-root.
 lab:
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 bench:
 	$(PY) benchmarks/cli_refusal.py
@@ -58,4 +59,4 @@ bench:
 	$(PY) benchmarks/vectorised_clients.py
 
 clean:
-	rm -rf results .pytest_cache site docs/_api
+	rm -rf results .pytest_cache site docs/_api jupyter_execute

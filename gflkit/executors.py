@@ -24,7 +24,7 @@ from gflkit.data import data_root as resolve_data_root
 from gflkit.experiment import Run, RunConfig, as_run, run, stored_key
 from gflkit.progress import outer_progress, progress_bar
 from gflkit.results import ResultStore, config_key
-from gflkit.runtime import Runtime
+from gflkit.runtime import Runtime, resolve_local_training
 
 #: How often Ray runs a task again after its worker died (the run resumes from its checkpoint).
 MAX_RETRIES = 3
@@ -66,7 +66,7 @@ def run_grid(runs: Sequence[Run | RunConfig], runtime: Runtime | None = None) ->
 
 def stored_runs(runs: Sequence[Run | RunConfig], runtime: Runtime) -> list[Run]:
     """The runs of ``runs`` whose records ``runtime``'s store already holds (for its device type), in order: what
-    a later session reads of a grid that is still being computed, without computing the rest.
+    a later reader gets of a grid that is still being computed, without computing the rest.
 
     Raises ``ValueError`` for a runtime without a store."""
     if runtime.store is None:
@@ -77,7 +77,7 @@ def stored_runs(runs: Sequence[Run | RunConfig], runtime: Runtime) -> list[Run]:
 
 def stored_grid_records(runs: Sequence[Run | RunConfig], runtime: Runtime, what: str) -> pd.DataFrame:
     """:func:`run_grid` of the runs of ``runs`` that ``runtime``'s store holds (:func:`stored_runs`): nothing is
-    computed, so a grid still running is read as far as it got — what a later session appends to a results
+    computed, so a grid still running is read as far as it got — what a later run appends to a results
     folder. Raises ``ValueError`` naming ``what`` (e.g. ``"Table 1 run of seeds [1, 2]"``) when none is stored."""
     held = stored_runs(runs, runtime)
     if not held:
@@ -105,7 +105,8 @@ def run_on_ray(configs: Sequence[RunConfig], runtime: Runtime) -> list[pd.DataFr
     runs = {config_key(stored_key(c, device_type)): c for c in configs}  # a run twice in the grid is one task
     task = ray.remote(_run_in_worker).options(num_cpus=1, num_gpus=int(device_type == "cuda"),
                                               max_retries=MAX_RETRIES)
-    shared = (str(resolve_data_root(runtime.data_root)), str(store.root.absolute()), device_type)
+    shared = (str(resolve_data_root(runtime.data_root)), str(store.root.absolute()), device_type,
+              resolve_local_training(runtime.local_training))
     pending = {task.remote(config, *shared): config for config in runs.values()
                if store.load(stored_key(config, device_type)) is None}
     with progress_bar(None, desc="runs", total=len(runs), initial=len(runs) - len(pending), unit="run", leave=True,
@@ -169,9 +170,11 @@ def connect(ray: Any, address: str | None = None) -> None:
         ray.init(address=address)
 
 
-def _run_in_worker(config: RunConfig, data_root: str, store_root: str, device: str) -> None:
-    """One Ray task: compute (or resume, or re-use) ``config`` into the store at ``store_root``."""
-    run(config, Runtime(data_root, device, ResultStore(store_root), threads=WORKER_THREADS), progress=False)
+def _run_in_worker(config: RunConfig, data_root: str, store_root: str, device: str, local_training: str) -> None:
+    """One Ray task: compute (or resume, or re-use) ``config`` into the store at ``store_root``, with the
+    driver's data root, device type and local training (resolved there: a worker's environment may differ)."""
+    runtime = Runtime(data_root, device, ResultStore(store_root), local_training, threads=WORKER_THREADS)
+    run(config, runtime, progress=False)
 
 
 def _stored_records(config: RunConfig, runtime: Runtime) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from unittest import mock
 from gflkit import staging
 from gflkit.atomic import disk_full
 from gflkit.catalog import PAPERS
+from gflkit.data.registry import ENV_ROOT, data_root
 from gflkit.lifeline import ENV_PARENT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,9 +112,10 @@ def check_profile_name(name: str, profile: object) -> None:
 
 
 def notebook_path(name: str) -> Path:
-    """``notebooks/<name>.ipynb`` of the repository, with a clear error listing the notebooks."""
+    """``notebooks/<name>.ipynb`` of the repository, with a clear error listing the notebooks (a name is a
+    notebook's stem: ``../x`` or ``a/b`` names none)."""
     path = NOTEBOOK_DIR / f"{name}.ipynb"
-    if not path.exists():
+    if Path(name).name != name or name in ("", ".", "..") or not path.exists():
         known = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb"))
         raise NotebookError(f"unknown notebook {name!r}; choose one of {known} (in {NOTEBOOK_DIR})")
     return path
@@ -221,7 +223,8 @@ def execute(
     """Run ``notebooks/<name>.ipynb`` with papermill; the executed copy and all results go to ``output_dir``
     (default: :func:`results_folder`).
 
-    The notebook receives ``profile``, ``results_dir`` and, when ``GFLKIT_DATA`` is set, ``data_root``,
+    The notebook receives ``profile``, ``results_dir`` and, when ``GFLKIT_DATA`` is set, ``data_root`` (made
+    absolute against this process's working directory),
     plus any extra ``parameters``. Everything that can be checked without a kernel is checked first, and
     nothing is written before it passed: :func:`check_parameters`, :func:`check_profile_name`,
     :func:`check_results_folder`, :func:`check_device` (without torch unless a CUDA device is asked for),
@@ -238,8 +241,9 @@ def execute(
     output = results_folder(name, output_dir)
     check_results_folder(output)
     check_device(params.get("device", "auto"))
-    if os.environ.get("GFLKIT_DATA") and "data_root" not in params:
-        params["data_root"] = os.environ["GFLKIT_DATA"]
+    root = params.get("data_root") or os.environ.get(ENV_ROOT)
+    if root:  # made absolute here: the kernel runs in notebooks/, where a relative root names another folder
+        params["data_root"] = str(data_root(root))
     check_profile(name, params["profile"], params)
     output.mkdir(parents=True, exist_ok=True)
     return _execute_checked(source, output, params)
@@ -279,6 +283,8 @@ def _execute_checked(source: Path, output: Path, params: dict[str, Any]) -> Path
         # this process's pid, so that it ends when this process does (gflkit.lifeline).
         mode = os.environ.get("GFLKIT_PROGRESS") or "auto"
         kernel_env = {"GFLKIT_PROGRESS": "text" if mode == "auto" else mode, ENV_PARENT: str(os.getpid())}
+        if "data_root" in params:
+            kernel_env[ENV_ROOT] = params["data_root"]
         with mock.patch.dict(os.environ, kernel_env):
             papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(source.parent),
                                        progress_bar=False, stdout_file=sys.stdout, stderr_file=sys.stderr)

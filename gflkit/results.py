@@ -36,6 +36,7 @@ import io
 import json
 import os
 import socket
+import stat
 import sys
 import time
 import warnings
@@ -84,13 +85,13 @@ LOCK_WRITE_GRACE_S = 10.0
 
 
 def _lock_owner(path: Path) -> str | None:
-    """The owner written in the lock file ``path`` (``""`` while none is, or it cannot be read as text), or
-    None when the file is gone."""
+    """The owner written in the lock file ``path`` (``""`` while none is, or it cannot be read as text, or
+    is no regular file), or None when the file is gone."""
     try:
-        return path.read_text()
+        return _read_regular(path).decode()
     except FileNotFoundError:
         return None
-    except (UnicodeDecodeError, PermissionError):
+    except (UnicodeDecodeError, PermissionError, IsADirectoryError, DamagedRun):
         return ""
 
 
@@ -162,18 +163,39 @@ def _check_artifacts(data: bytes) -> None:
         raise DamagedRun(f"{ARTIFACTS} cannot be loaded ({type(error).__name__}: {error})") from None
 
 
+#: The largest file a stored run may hold; a larger one is damage (the records of a paper grid's run are MBs).
+MAX_FILE_BYTES = 1 << 30
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of the regular file ``path`` (a link to one is followed). A FIFO, a device or a folder, or a
+    file over :data:`MAX_FILE_BYTES`, raises :class:`DamagedRun`: it is opened without blocking and checked
+    before a byte is read, so no planted file can hang or flood a load."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise DamagedRun(f"{path.name} is not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise DamagedRun(f"{path.name} holds {info.st_size} bytes, more than a stored run's {MAX_FILE_BYTES}")
+        return handle.read()
+
+
 def _read(folder: Path, name: str) -> bytes:
-    """The bytes of ``folder / name``; raises :class:`DamagedRun` when the manifest lists a missing file."""
+    """The bytes of ``folder / name`` (:func:`_read_regular`); raises :class:`DamagedRun` when the manifest
+    lists a missing file or anything but a plain name of the folder."""
+    if Path(name).name != name or name in (".", ".."):
+        raise DamagedRun(f"{MANIFEST} lists {name!r}, which is not a file of the run's folder")
     try:
-        return (folder / name).read_bytes()
-    except FileNotFoundError:
+        return _read_regular(folder / name)
+    except (FileNotFoundError, IsADirectoryError):
         raise DamagedRun(f"{name} is missing although {MANIFEST} lists it") from None
 
 
 def _read_manifest(folder: Path) -> tuple[int, dict[str, str]]:
     """The row count and the sha256 per file that ``folder``'s manifest vouches for."""
     try:
-        manifest = json.loads((folder / MANIFEST).read_bytes())
+        manifest = json.loads(_read_regular(folder / MANIFEST))
         rows, digests = int(manifest["rows"]), dict(manifest["sha256"])
     except (ValueError, KeyError, TypeError) as error:  # not JSON, not UTF-8, or not a manifest's fields
         raise DamagedRun(f"{MANIFEST} is unreadable ({type(error).__name__}: {error})") from None
@@ -206,10 +228,10 @@ def _write_manifest(folder: Path, rows: int, files: dict[str, bytes]) -> None:
 def _adopt(folder: Path) -> pd.DataFrame:
     """The records of a run stored before manifests existed, once they (and its artifacts) parse; its
     manifest is written then, so that later damage is detected. Raises :class:`DamagedRun` otherwise."""
-    files = {RECORDS: (folder / RECORDS).read_bytes()}
+    files = {RECORDS: _read_regular(folder / RECORDS)}
     records = _parse_records(files[RECORDS])
     if (folder / ARTIFACTS).exists():
-        files[ARTIFACTS] = (folder / ARTIFACTS).read_bytes()
+        files[ARTIFACTS] = _read_regular(folder / ARTIFACTS)
         _check_artifacts(files[ARTIFACTS])
     _write_manifest(folder, len(records), files)
     return records

@@ -94,7 +94,9 @@ def publish(staging: Path, output: Path) -> list[str]:
         os.replace(staging / name, output / name)
     manifest = output / MANIFEST
     for name in set(_listed(manifest)) - set(names):
-        (output / name).unlink(missing_ok=True)
+        stale = output / name
+        if stale.is_symlink() or stale.is_file():  # a listed folder (the store, say) is no output: kept
+            stale.unlink()
     atomic_write_text(manifest, json.dumps(names, indent=0) + "\n")
     discard(staging)
     try:

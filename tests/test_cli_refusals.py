@@ -22,6 +22,8 @@ HINT = "choose a writable folder with --results (or GFLKIT_RESULTS)"
 WITHOUT_TORCH = [
     (["notebook", "nosuch"], "gflkit notebook: unknown notebook 'nosuch'; choose one of ['benchmark', 'fedcg', "),
     (["precompute", "nosuch"], "gflkit precompute: unknown notebook 'nosuch'; choose one of ['benchmark', 'fedcg', "),
+    (["notebook", "../docs/results/quickstart_ci/quickstart"],
+     "gflkit notebook: unknown notebook '../docs/results/quickstart_ci/quickstart'; choose one of ['benchmark', "),
     (["notebook", "quickstart", "--profile", "turbo"],
      "gflkit notebook: unknown profile 'turbo'; choose one of ['ci', 'paper', 'smoke']"),
     (["precompute", "fedska", "--profile", "turbo"],

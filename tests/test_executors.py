@@ -89,6 +89,13 @@ def test_ray_stores_byte_identical_records_and_returns_them_in_the_grids_order(r
     pd.testing.assert_frame_equal(on_ray, serial)
 
 
+def test_ray_workers_train_as_the_runtime_says(ray_grid, tmp_path):
+    """The runtime's local training reaches the workers (each record names the path that trained it)."""
+    assert (ray_grid[1]["local_training"] == "batched").all(), "the default, auto, batches these runs"
+    runtime = Runtime(device="cpu", store=ResultStore(tmp_path), executor="ray", local_training="sequential")
+    assert (run_grid(RUNS[:1], runtime)["local_training"] == "sequential").all()
+
+
 def kill_first_checkpointed_worker(root: Path, killed: list[int], timeout: float = 120) -> None:
     """Wait for a run under ``root`` to write its first checkpoint, then SIGKILL the worker holding the run's lock."""
     deadline = time.monotonic() + timeout

@@ -113,6 +113,24 @@ def test_a_success_clears_what_earlier_failures_and_dead_executions_left(monkeyp
     assert seen["parent"] == str(os.getpid()), "the kernel is told whose lifetime it shares (gflkit.lifeline)"
 
 
+def test_a_relative_data_root_reaches_the_kernel_as_the_folder_the_user_meant(monkeypatch, tmp_path):
+    """The kernel runs in notebooks/: a relative GFLKIT_DATA is made absolute against the caller's directory,
+    both as the notebook's ``data_root`` and in the kernel's environment."""
+    (tmp_path / "datasets").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GFLKIT_DATA", "datasets")
+    seen = {}
+
+    def succeed(source, output, parameters, **kwargs):
+        seen["parameter"], seen["environment"] = parameters["data_root"], os.environ["GFLKIT_DATA"]
+        Path(output).write_text("{}")
+
+    monkeypatch.setattr(papermill, "execute_notebook", succeed)
+    execute("quickstart", "smoke", tmp_path / "out")
+    assert seen == {"parameter": str(tmp_path / "datasets"), "environment": str(tmp_path / "datasets")}
+    assert os.environ["GFLKIT_DATA"] == "datasets", "this process's environment is left as it was"
+
+
 def write_outputs(output, table, notebook="{}"):
     """What a notebook execution writes into its ``results_dir``: a table, a figure, the executed notebook."""
     folder = Path(output).parent
@@ -157,7 +175,7 @@ def test_outputs_of_a_failed_execution_never_mix_with_the_previous_ones(monkeypa
 
 
 def test_a_killed_execution_leaves_the_previous_outputs_and_its_staging_is_cleared_later(tmp_path):
-    """A real ``gflkit notebook`` killed with SIGKILL while its kernel writes: the folder keeps the previous
+    """A real ``gflkit notebook`` killed with SIGKILL while its kernel runs: the folder keeps the previous
     success's files, and the next execution discards the dead one's staging folder."""
     (tmp_path / "table.csv").write_text("previous")
     (tmp_path / "quickstart.ipynb").write_text("previous")
@@ -166,12 +184,12 @@ def test_a_killed_execution_leaves_the_previous_outputs_and_its_staging_is_clear
                                 "--results", str(tmp_path), "-p", 'overrides={"rounds": 200}'],
                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
-    while not list(tmp_path.glob(".quickstart.*.running/partition.png")) and time.monotonic() < deadline:
+    while not list(tmp_path.glob("runs/*/checkpoint.pt")) and time.monotonic() < deadline:
         time.sleep(0.1)
     process.kill()
     process.wait()
     staged = list(tmp_path.glob(".quickstart.*.running"))
-    assert staged and (staged[0] / "partition.png").exists(), "the kernel had written a figure into its staging folder"
+    assert staged and list(tmp_path.glob("runs/*/checkpoint.pt")), "the kernel was mid-run when the command died"
     assert (tmp_path / "table.csv").read_text() == "previous" and (tmp_path / "quickstart.ipynb").read_text() == "previous"
     from gflkit import staging
 
@@ -359,18 +377,45 @@ def test_sfl_notebook_runs_with_its_optional_sections_emptied(tmp_path):
 
 
 DECIDED_BY_THE_PAPER = ("quickstart", "fedska", "sfl", "jgesr", "fedvgae")
+NOTEBOOKS = sorted(path.stem for path in (Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+#: a call that writes a file
+FILE_WRITES = re.compile(r"\.to_csv\(|\bsave_figure\(|\.savefig\(|\.write_text\(|\.write_bytes\(|\.to_json\(|"
+                         r"\bjson\.dump\(|\btorch\.save\(|\bopen\([^)]*[\"'][wax]b?[\"']|\bwrite_outputs\(")
+
+
+def _code(name: str) -> str:
+    notebook = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / f"{name}.ipynb").read_text())
+    return "\n".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code")
 
 
 @pytest.mark.parametrize("name", DECIDED_BY_THE_PAPER)
 def test_a_notebook_decides_its_claims_with_the_function_that_decides_a_committed_folder(name):
-    """The notebook hands the frames it publishes to its paper's ``decide``; ``decide_from_clients`` reads the same
-    frames back from a folder's CSVs and calls the same function, so the two cannot decide differently."""
+    """The notebook's tables come from its paper's ``derive``, which decides the claims with the paper's ``decide``;
+    ``decide_from_clients`` reads the same frames back from a folder's CSVs and calls the same function, so the
+    two cannot decide differently."""
     import importlib
     import inspect
 
-    notebook = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / f"{name}.ipynb").read_text())
-    code = "\n".join("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code")
-    assert re.search(r"\bdecide\(", code), f"{name}.ipynb does not decide its claims with {name}.decide"
-    assert not re.search(r"\bclaims_table\(|\bclaims\(", code), f"{name}.ipynb decides claims on its own"
+    code = _code(name)
+    assert re.search(r"\bderive\(", code), f"{name}.ipynb does not derive its tables with {name}.derive"
+    assert not re.search(r"\bclaims_table\(|\bclaims\(|\bdecide\(", code), f"{name}.ipynb decides claims on its own"
     module = importlib.import_module(f"gflkit.papers.{name}")
+    assert "decide(" in inspect.getsource(module.derive)
     assert "decide(" in inspect.getsource(module.decide_from_clients)
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_a_notebook_writes_its_files_in_one_call(name):
+    """A notebook's tables and figures are written by one ``write_outputs`` call: the file contract is its paper
+    module's (``derive``), not ``to_csv`` calls spread through cells."""
+    writes = FILE_WRITES.findall(_code(name))
+    assert len(writes) <= 1, f"{name}.ipynb writes files in {len(writes)} places: {writes}"
+
+
+def test_the_file_write_pattern_sees_every_kind_of_write():
+    """The pattern the test above counts with recognises each way a cell could write a file."""
+    cells = ['frame.to_csv(results / "a.csv")', 'plots.save_figure(fig, results / "a.png")', 'fig.savefig("a.png")',
+             'path.write_text("x")', 'path.write_bytes(b"")', 'json.dump(x, handle)', 'torch.save(x, "a.pt")',
+             'open("a.txt", "w")', "open(path, 'wb')", 'write_outputs(results, tables)']
+    assert [len(FILE_WRITES.findall(cell)) for cell in cells] == [1] * len(cells)
+    assert not FILE_WRITES.findall('pd.read_csv(results / "a.csv"); open(path).read(); tables["a.csv"] = frame')

@@ -3,6 +3,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import socket
 import time
 import warnings
@@ -320,7 +321,34 @@ DAMAGES: dict[str, tuple[str, Callable[[Path], None], str]] = {
                                            "manifest.json does not list records.csv"),
     "manifest with another row count": ("manifest.json", edit_manifest(lambda m: m.update(rows=m["rows"] + 1)),
                                         "records.csv holds 8 rows, manifest.json says 9"),
+    "manifest naming a device": ("manifest.json", edit_manifest(lambda m: m["sha256"].update({"/dev/zero": "0"})),
+                                 "manifest.json lists '/dev/zero', which is not a file of the run's folder"),
 }
+
+
+def make_fifo(path: Path) -> None:
+    """Replace ``path`` with a FIFO nothing writes to: reading it with a plain ``open`` would block forever."""
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("name", ["records.csv", "manifest.json", "lock"])
+def test_a_fifo_in_a_stored_run_never_hangs_a_load(stored_run, monkeypatch, name):
+    """A FIFO planted as a run's records, its manifest or its lock: the load goes on within seconds (the run
+    set aside and recomputed, or the lock judged stale), never blocked on the FIFO."""
+    monkeypatch.setattr("gflkit.results.LOCK_WRITE_GRACE_S", 0.0)
+    make_fifo(stored_run.folder / name)
+    if name == "lock":
+        (stored_run.folder / "records.csv").unlink()  # a damaged run: set aside under its lock
+    signal.signal(signal.SIGALRM, lambda *args: pytest.fail(f"a load blocked on the FIFO {name}"))
+    signal.alarm(60)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the set-aside warning, tested above
+            records = run(TINY, Runtime(device="cpu", store=stored_run.store), progress=False)
+    finally:
+        signal.alarm(0)
+    pd.testing.assert_frame_equal(records, stored_run.records)
 
 
 @pytest.mark.parametrize("damage", DAMAGES)

@@ -175,7 +175,7 @@ def test_append_to_folder_rebuilds_the_committed_gpu_folder_from_its_earlier_see
     shutil.copytree(committed, folder)
     table3 = pd.read_csv(committed / "table3_clients.csv")
     later = (table3["method"] == "lg_fedavg") & (table3["seed"] > 0)
-    assert later.sum() == 200, "the committed folder holds LG-FedAvg's seeds 1-2 (a GPU session's runs)"
+    assert later.sum() == 200, "the committed folder holds LG-FedAvg's seeds 1-2 (runs on a GPU)"
     table3[~later].to_csv(folder / "table3_clients.csv", index=False)
     (folder / "claims.csv").unlink()
     verdicts = sfl.append_to_folder(folder, table3[later], "paper")

@@ -45,6 +45,22 @@ def test_a_damaged_manifest_names_nothing_outside_the_folder(tmp_path):
     assert json.loads((folder / staging.MANIFEST).read_text()) == []
 
 
+def test_a_manifest_listing_a_folder_keeps_it_and_publishing_goes_on(tmp_path):
+    """A planted ``.gflkit-outputs`` naming the store or another folder removes neither, and every later
+    publication still succeeds and rewrites the list."""
+    (tmp_path / "runs" / "run").mkdir(parents=True)
+    (tmp_path / "figures").mkdir()
+    (tmp_path / staging.MANIFEST).write_text(json.dumps(["runs", "figures", "old.csv"]))
+    (tmp_path / "old.csv").write_text("old")
+    for _ in range(2):
+        stage = staging.staging_folder(tmp_path, "demo")
+        (stage / "table.csv").write_text("new")
+        assert staging.publish(stage, tmp_path) == ["table.csv"]
+    assert (tmp_path / "runs" / "run").is_dir() and (tmp_path / "figures").is_dir()
+    assert not (tmp_path / "old.csv").exists()
+    assert json.loads((tmp_path / staging.MANIFEST).read_text()) == ["table.csv"]
+
+
 def test_a_notebook_that_does_not_store_runs_leaves_no_empty_store(tmp_path):
     staging.publish(staging.staging_folder(tmp_path, "demo"), tmp_path)
     assert not (tmp_path / "runs").exists()

@@ -48,6 +48,7 @@ from gflkit.engine import train_round
 from gflkit.experiment import RunConfig, build_federation
 from gflkit.flower import run_flower
 from gflkit.flower.local import LocalDeployment
+from gflkit.flower.run_config import RESULTS_ENV
 from gflkit.runtime import Runtime
 
 APP = Path(__file__).resolve().parents[1] / "flower_app"
@@ -87,12 +88,13 @@ def flower_rounds(config: RunConfig, args) -> tuple[list[float], float]:
 
 def deployment_rounds(config: RunConfig, args, clients: int) -> list[float]:
     """Seconds of the training phase of deployment rounds 2 … repeats + 1 over ``clients`` SuperNodes."""
-    with tempfile.TemporaryDirectory() as folder, LocalDeployment(clients, env={"GFLKIT_THREADS": "1"}) as deployment:
+    with tempfile.TemporaryDirectory() as folder, \
+            LocalDeployment(clients, env={"GFLKIT_THREADS": "1", RESULTS_ENV: folder}) as deployment:
         timing = Path(folder) / "timing.csv"
         deployment.run(APP, {"dataset": config.dataset, "num-clients": clients, "method": config.method,
                              "partition-options": f'{{"shards_per_client": {args.shards}}}', "max-samples": "none",
                              "batch-size": config.batch_size, "lr": config.lr, "rounds": config.rounds,
-                             "eval-every": config.eval_every, "timing": str(timing)}, timeout=6 * 3600)
+                             "eval-every": config.eval_every, "timing": timing.name}, timeout=6 * 3600)
         return pd.read_csv(timing)["train_seconds"].tolist()[1:]
 
 

@@ -1,5 +1,5 @@
 """Command line: ``gflkit data list|verify|fetch|clean``, ``gflkit notebook NAME --profile P``,
-``gflkit precompute NAME --profile P``, ``gflkit archive`` and ``gflkit figures FOLDER``.
+``gflkit precompute NAME --profile P``, ``gflkit archive``, ``gflkit figures FOLDER`` and ``gflkit flower``.
 
 Only the standard library is imported up front: ``gflkit --help`` answers at once, a mistaken name,
 profile, parameter, device or results folder is refused before torch is imported (see
@@ -92,9 +92,32 @@ def _archive(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flower(args: argparse.Namespace) -> int:
+    from flwr.common.config import parse_config_args  # Flower's own reader of --run-config
+
+    from gflkit.flower.local import FlowerRunError, LocalDeployment, check_app_run
+
+    try:
+        overrides = parse_config_args([args.run_config]) if args.run_config else {}
+        check_app_run(args.app, overrides)
+    except ValueError as error:  # Flower's parser and ours (an unsupported method included) raise ValueError
+        print(f"gflkit flower: {str(error).splitlines()[0]}", file=sys.stderr)
+        return 2
+    try:
+        with LocalDeployment(args.supernodes, simulation=True) as simulation:
+            done = simulation.run(args.app, overrides, timeout=args.timeout)
+    except FlowerRunError as error:
+        sys.stderr.write(error.output)
+        print(f"gflkit flower: {error}", file=sys.stderr)
+        return 1
+    print(done.stdout, end="")
+    return 0
+
+
 def _grid_parameters(args: argparse.Namespace) -> dict[str, str]:
-    """The notebook parameters ``executor`` / ``ray_address`` that ``--executor`` / ``--ray-address`` set."""
-    given = {"executor": args.executor, "ray_address": args.ray_address}
+    """The notebook parameters ``device`` / ``executor`` / ``ray_address`` that ``--device`` / ``--executor`` /
+    ``--ray-address`` set."""
+    given = {"device": args.device, "executor": args.executor, "ray_address": args.ray_address}
     return {name: value for name, value in given.items() if value is not None}
 
 
@@ -108,14 +131,20 @@ def _precompute(args: argparse.Namespace) -> int:
     except NotebookError as error:
         print(f"gflkit precompute: {error}", file=sys.stderr)
         return 2
+    from gflkit.executors import run_grid
     from gflkit.experiment import run
     from gflkit.runtime import Runtime
 
-    runtime = Runtime(device=args.device, store=store)
-    for number, config in enumerate(todo, 1):
-        print(f"[{number}/{len(todo)}] {config.method} {config.partition} {config.partition_options} "
-              f"seed={config.seed} evaluate={config.evaluate}", flush=True)
-        run(config, runtime)
+    runtime = Runtime(device=args.device or "auto", store=store, executor=args.executor or "serial",
+                      ray_address=args.ray_address)
+    if runtime.executor == "ray":  # one Ray task per run, on every core or on the cluster
+        if todo:
+            run_grid(todo, runtime)
+    else:
+        for number, config in enumerate(todo, 1):
+            print(f"[{number}/{len(todo)}] {config.method} {config.partition} {config.partition_options} "
+                  f"seed={config.seed} evaluate={config.evaluate}", flush=True)
+            run(config, runtime)
     print(f"{len(todo)} runs of {args.name} ({args.profile}) are in {store.root}")
     return 0
 
@@ -130,8 +159,11 @@ def _precompute_plan(args: argparse.Namespace) -> tuple[ResultStore, list[RunCon
     from gflkit.profiles import resolve_profile
     from gflkit.results import ResultStore, config_key
 
+    from gflkit.runtime import check_executor
+
     paper = importlib.import_module(f"gflkit.papers.{args.name}")
     try:
+        check_executor(args.executor or "serial", args.ray_address)
         sections = paper.grids(resolve_profile(paper.PROFILES, args.profile, seeds=args.seeds), args.section)
     except ValueError as error:
         raise NotebookError(f"{error}") from None
@@ -154,7 +186,7 @@ def _check_precompute(args: argparse.Namespace) -> Path:
     check_profile_name(args.name, args.profile)
     results = results_folder(args.name, args.results)
     check_results_folder(results)
-    check_device(args.device)
+    check_device(args.device or "auto")
     return results
 
 
@@ -164,7 +196,7 @@ def _positive_int(text: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive number of threads, e.g. 1; got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, e.g. 1; got {text!r}")
     return value
 
 
@@ -190,13 +222,26 @@ def _add_threads_option(parser: argparse.ArgumentParser, default: object) -> Non
                              "another job shares the cores")
 
 
+def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
+    """Where and how the runs compute (:class:`~gflkit.runtime.Runtime`), the same for every command that runs."""
+    parser.add_argument("--device", default=None,
+                        help="auto (a CUDA GPU when present, else the CPU) | cpu | cuda | cuda:N (default: auto)")
+    parser.add_argument("--executor", default=None, metavar="{serial,ray}",
+                        help="how the runs are computed: serial (default) or ray (one Ray task per run; "
+                             "pip install -e .[ray])")
+    parser.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                        help="the Ray cluster for --executor ray, e.g. ray://host:10001 (default: a local instance "
+                             "on this machine's cores); results and data must be on paths every worker sees")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``gflkit`` argument parser."""
     parser = argparse.ArgumentParser(prog="gflkit", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gflkit {metadata.version('gflkit')}")
     _add_threads_option(parser, default=None)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{archive,data,notebook,precompute}")
+    commands = parser.add_subparsers(dest="command", required=True,
+                                     metavar="{archive,data,figures,flower,notebook,precompute}")
     add_data_commands(commands)
     nb = commands.add_parser("notebook", help="execute a notebook with papermill (results under --results)",
                              description="Execute notebooks/NAME.ipynb with papermill. Name, profile and\n"
@@ -208,12 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     nb.add_argument("--results", default=None, help="output folder (default: results/<name>)")
     nb.add_argument("-p", "--parameter", action="append", type=_parse_parameter, metavar="KEY=VALUE",
                     help="notebook parameter (repeatable), a Python literal: -p seeds=0, -p 'seeds=[0, 1]'")
-    nb.add_argument("--executor", default=None, metavar="{serial,ray}",
-                    help="how the notebook computes its runs: serial (default) or ray (one Ray task per run; "
-                         "pip install -e .[ray])")
-    nb.add_argument("--ray-address", default=None, metavar="ADDRESS",
-                    help="the Ray cluster for --executor ray, e.g. ray://host:10001 (default: a local instance "
-                         "on this machine's cores); results and data must be on paths every worker sees")
+    _add_runtime_options(nb)
     nb.set_defaults(func=_notebook)
     pre = commands.add_parser("precompute", help="compute a notebook's runs into its result store (resumable)",
                               description="Compute the runs a notebook reads into its result store, e.g. in "
@@ -226,8 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--method", action="append", help="only runs of this method (repeatable)")
     pre.add_argument("--seeds", type=int, nargs="+", default=None,
                      help="these seeds instead of the profile's, e.g. --seeds 0 (a first seed of every cell)")
-    pre.add_argument("--device", default="auto",
-                     help="auto (a CUDA GPU when present, else the CPU) | cpu | cuda | cuda:N (default: auto)")
+    _add_runtime_options(pre)
     pre.set_defaults(func=_precompute)
     arc = commands.add_parser("archive", help="execute reported notebooks from their stores into docs/results/",
                               description="Execute each archived notebook (each paper's `archived` profiles in gflkit/catalog.py)\n"
@@ -237,6 +276,19 @@ def build_parser() -> argparse.ArgumentParser:
     arc.add_argument("entries", nargs="*", metavar="NAME:PROFILE",
                      help="the entries to archive, e.g. quickstart:ci (default: all)")
     arc.set_defaults(func=_archive)
+    flw = commands.add_parser("flower", help="run the Flower app in Flower's simulation, isolated on this machine",
+                              description="Run a Flower app project (default: flower_app/) with `flwr run` on a\n"
+                                          "private simulation SuperLink (free ports, its own FLWR_HOME, stopped\n"
+                                          "afterwards). The run config is checked first; a failed run exits 1\n"
+                                          "with the cause in its last line.",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    flw.add_argument("app", nargs="?", default="flower_app", help="the app project folder (default: flower_app)")
+    flw.add_argument("--supernodes", type=_positive_int, default=6, metavar="N",
+                     help="simulated nodes, one per client (default: 6, the app's num-clients)")
+    flw.add_argument("--run-config", default="", metavar="'KEY=VALUE ...'",
+                     help="overrides of [tool.flwr.app.config], as for flwr run: \"method='sfl' rounds=5\"")
+    flw.add_argument("--timeout", type=float, default=3600.0, help="seconds before the run is stopped (default 3600)")
+    flw.set_defaults(func=_flower)
     fig = commands.add_parser("figures", help="redraw a results folder's figures from its committed CSVs",
                               description="Draw every figure a results folder's paper declares (gflkit/catalog.py's\n"
                                           "PAPERS) from the folder's CSVs alone, no store and no training, and save\n"

@@ -1,10 +1,11 @@
-"""The model, data-loader and task defaults every stored run was computed with (taken 2026-11-27).
+"""The model, data-loader, task and partition defaults every stored run was computed with (taken 2026-11-27;
+the partitions' defaults, 2026-11-29, have not changed since the partitions were written).
 
 A run's stored key (:meth:`gflkit.experiment.RunConfig.to_dict`) holds the options its config names, plus every
-default of its model, data loader and task that is **not** the value listed here: a changed default (MCLR's
+default of its model, data loader, task and partition that is **not** the value listed here: a changed default (MCLR's
 ``hidden`` 64 → 32) therefore re-keys every run it shapes, while the runs stored before keep their keys. An option
 added later is listed here with the value that reproduces the earlier runs (the behaviour before it existed);
-one left out enters every key of its model, loader or task, which ``tests/test_store_keys.py`` reports.
+one left out enters every key of its model, loader, task or partition, which ``tests/test_store_keys.py`` reports.
 Never edit a value here to follow a changed default: that would serve stored results the new code does not give.
 """
 from __future__ import annotations
@@ -56,4 +57,15 @@ EARLIER_DATA_DEFAULTS: dict[str, dict[str, Any]] = {
     "polblogs": {**_GRAPH, "largest_component": True},
     "pubmed": _GRAPH,
     "shakespeare": {"source": "tff", "stride": 80, "seq_length": 80},
+}
+
+_SUBGRAPHS = {"train_ratio": 0.2, "val_ratio": 0.4, "link_val_ratio": 0.05, "link_test_ratio": 0.10}
+EARLIER_PARTITION_DEFAULTS: dict[str, dict[str, Any]] = {
+    "dirichlet": {"min_size": 10, "max_tries": 1000},
+    "iid": {},
+    "louvain": _SUBGRAPHS,
+    "metis": _SUBGRAPHS,
+    "natural": {},
+    "shards": {},
+    "shards_overlapping": {},
 }

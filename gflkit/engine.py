@@ -32,13 +32,8 @@ stream is derived from ``(seed, round, client)`` rather than from a running gene
 """
 from __future__ import annotations
 
-import copy
 import math
-import os
-import warnings
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,7 +41,7 @@ import torch
 from torch import Tensor
 
 from gflkit.algorithms.base import Algorithm
-from gflkit.atomic import atomic_write
+from gflkit.checkpoint import Checkpoint
 from gflkit.federation import Federation, LocalResult
 from gflkit.progress import progress_bar
 from gflkit.seeding import CLIENT_SAMPLING, derive_seed
@@ -98,109 +93,6 @@ def sample_clients(num_clients: int, clients_per_round: int | None, seed: int, r
         return torch.arange(num_clients)
     rng = np.random.default_rng(derive_seed(seed, round, CLIENT_SAMPLING))
     return torch.from_numpy(np.sort(rng.choice(num_clients, clients_per_round, replace=False)))
-
-
-#: The checkpoint format; a checkpoint of another (or no) format is refused and the run recomputed.
-CHECKPOINT_FORMAT = 2
-
-
-class Checkpoint:
-    """Atomic save / load of a run's complete state at the end of a round.
-
-    Saving keeps the previous checkpoint beside the new one (``<name>.previous.pt``). **Loading runs no code**:
-    the file is read with ``torch.load(weights_only=True)``, which admits tensors and plain containers of
-    numbers and strings only, so a results folder that others can write to (a Ray cluster's shared disk)
-    cannot make a worker execute anything. A checkpoint that cannot be read that way (truncated, corrupted,
-    holding any other object, written by an older format) or that does not fit the run (a key missing, a
-    model of the wrong shape, a round outside the run) is set aside as ``<name>.corrupt`` with a warning
-    naming it, and the run resumes from the previous checkpoint, or from the start when none is usable.
-    """
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.previous = self.path.with_name(f"{self.path.stem}.previous{self.path.suffix}")
-
-    def save(self, round: int, fed: Federation, algorithm: Algorithm, records: list[dict[str, Any]],
-             local_scores: dict[int, dict[str, float]]) -> None:
-        """Write the state after ``round`` (temp file + rename, so a kill never leaves half a file)."""
-        state = {
-            "format": CHECKPOINT_FORMAT,
-            "round": round,
-            "models": fed.models,
-            "global_model": fed.global_model,
-            "algorithm": algorithm.state_dict(),
-            "records": records,
-            "local_scores": local_scores,
-            "optimizer_states": fed.trainer.optimizer_states,
-        }
-        if self.path.exists():
-            os.replace(self.path, self.previous)
-        with atomic_write(self.path) as handle:
-            torch.save(state, handle)
-
-    def load(self, fed: Federation, algorithm: Algorithm,
-             rounds: int | None = None) -> tuple[int, list[dict[str, Any]], dict[int, dict[str, float]]]:
-        """Restore the newest usable state into ``fed`` and ``algorithm``; returns (last finished round,
-        records, the latest local-protocol scores per client) — ``(0, [], {})`` when none is usable.
-        ``rounds``: the run's number of rounds, the largest round a checkpoint of it may hold."""
-        initial = copy.deepcopy(algorithm.state_dict())  # restored if a state fails halfway through loading
-        for path in (self.path, self.previous):
-            if not path.exists():
-                continue
-            try:
-                state = torch.load(path, map_location=fed.device, weights_only=True)
-                _check_state(state, fed, rounds)
-                algorithm.load_state_dict(state["algorithm"])
-            except Exception as error:  # unreadable, unsafe, old or not this run's: all are set aside alike
-                algorithm.load_state_dict(copy.deepcopy(initial))
-                aside = path.with_name(f"{path.name}.corrupt")
-                os.replace(path, aside)
-                reason = str(error).splitlines()[0] if str(error) else ""
-                warnings.warn(f"checkpoint {path} is unusable ({type(error).__name__}: {reason}); set aside as "
-                              f"{aside.name}, resuming from the previous checkpoint or the start")
-                continue
-            fed.models = state["models"]
-            fed.global_model = state["global_model"]
-            fed.trainer.optimizer_states = state["optimizer_states"]
-            return state["round"], state["records"], state["local_scores"]
-        return 0, [], {}
-
-    def exists(self) -> bool:
-        """Whether a checkpoint file (current or previous) is present."""
-        return self.path.exists() or self.previous.exists()
-
-    def remove(self) -> None:
-        """Delete the checkpoints (the run finished)."""
-        for path in (self.path, self.previous):
-            path.unlink(missing_ok=True)
-
-
-_STATE_TYPES = {"format": int, "round": int, "models": Tensor, "global_model": (Tensor, type(None)), "algorithm": dict,
-                "records": list, "local_scores": dict, "optimizer_states": dict}
-
-
-def _described(value: Tensor | None) -> str:
-    return "None" if value is None else f"{tuple(value.shape)} {value.dtype}"
-
-
-def _check_state(state: Any, fed: Federation, rounds: int | None) -> None:
-    """Raise ``ValueError`` naming what makes a loaded checkpoint unfit for this run: not this format, a key
-    missing or of the wrong type, models of another shape, a round outside ``1..rounds``."""
-    if not isinstance(state, dict):
-        raise ValueError(f"a checkpoint is a dict, this one is a {type(state).__name__}")
-    if state.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"written in checkpoint format {state.get('format')!r}, this gflkit reads format "
-                         f"{CHECKPOINT_FORMAT}")
-    for key, kind in _STATE_TYPES.items():
-        if key not in state or not isinstance(state[key], kind) or isinstance(state[key], bool):
-            raise ValueError(f"its {key!r} is missing or of the wrong type ({type(state.get(key)).__name__})")
-    for key in ("models", "global_model"):
-        loaded, expected = state[key], getattr(fed, key)
-        if (loaded is None) != (expected is None) or (
-                loaded is not None and (loaded.shape != expected.shape or loaded.dtype != expected.dtype)):
-            raise ValueError(f"its {key!r} is {_described(loaded)}, the run's is {_described(expected)}")
-    if not 1 <= state["round"] <= (rounds if rounds is not None else state["round"]):
-        raise ValueError(f"its round {state['round']} lies outside the run's rounds 1..{rounds}")
 
 
 def training_path(paths: set[str]) -> str:
@@ -276,7 +168,7 @@ def run_rounds(
     algorithm.setup(fed)
     first_round, records, local_scores = 1, [], {}
     if checkpoint is not None and checkpoint.exists():
-        done, records, local_scores = checkpoint.load(fed, algorithm, schedule.rounds)
+        done, records, local_scores = checkpoint.load(fed, algorithm, schedule.rounds, schedule.evaluates)
         first_round = done + 1
     pool = fed.training_clients
     partial = schedule.clients_per_round is not None and schedule.clients_per_round < len(pool)

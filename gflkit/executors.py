@@ -135,19 +135,39 @@ RAY_CONNECT_TIMEOUT_S = 5.0
 
 
 def check_ray_address(address: str, timeout: float = RAY_CONNECT_TIMEOUT_S) -> None:
-    """Raise ``ConnectionError`` in one line when nothing accepts a TCP connection at ``address`` (``host:port``
-    or ``ray://host:port``) within ``timeout`` seconds — Ray itself would retry for minutes. Other forms
-    (``auto``, ``local``) are left to Ray, which answers them at once."""
+    """Raise ``ConnectionError`` in one line unless a Ray cluster answers at ``address`` (``host:port`` or
+    ``ray://host:port``) within about ``timeout`` seconds — Ray itself would retry for minutes: something must
+    accept a TCP connection there and answer as a gRPC server (Ray's GCS and its client server both are).
+    Other forms (``auto``, ``local``) are left to Ray, which answers them at once."""
     target = address.removeprefix("ray://")
     host, separator, port = target.rpartition(":")
     if not separator or not port.isdigit():
         return
+    host = host.strip("[]") or "127.0.0.1"
+    advice = "start one there (ray start --head) or name another with --ray-address"
     try:
-        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout).close()
+        socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as error:
         reason = error.strerror or type(error).__name__
-        raise ConnectionError(f"no Ray cluster answers at {address} ({reason}, waited up to {timeout:g} s): start "
-                              f"one there (ray start --head) or name another with --ray-address") from None
+        raise ConnectionError(f"no Ray cluster answers at {address} ({reason}, waited up to {timeout:g} s): "
+                              f"{advice}") from None
+    if not _answers_grpc(f"{host}:{port}", timeout):
+        raise ConnectionError(f"something listens at {address} but it is not a Ray cluster (no gRPC answer within "
+                              f"{timeout:g} s): {advice}")
+
+
+def _answers_grpc(target: str, timeout: float) -> bool:
+    """Whether a gRPC server completes the HTTP/2 handshake at ``target`` within ``timeout`` seconds."""
+    import grpc  # installed with Ray
+
+    channel = grpc.insecure_channel(target)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout)
+    except grpc.FutureTimeoutError:
+        return False
+    finally:
+        channel.close()
+    return True
 
 
 def cluster_address(address: str | None = None) -> str | None:

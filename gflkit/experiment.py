@@ -27,10 +27,12 @@ from gflkit.algorithms.base import make_params
 from gflkit.channel import Channel
 from gflkit.data import SampleDataset, dataset_names, get_spec, load_dataset, load_graph
 from gflkit.data.partition import (SCHEMES, ClientSplit, hold_out_clients, matched_test_split, partition,
-                                   split_by_marker, train_test_split)
+                                   scheme_defaults, split_by_marker, train_test_split)
 from gflkit.data.subgraphs import PARTITIONERS, ClientGraph, make_subgraph_clients
-from gflkit.defaults import EARLIER_DATA_DEFAULTS, EARLIER_MODEL_DEFAULTS, EARLIER_TASK_DEFAULTS
-from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.checkpoint import Checkpoint
+from gflkit.defaults import (EARLIER_DATA_DEFAULTS, EARLIER_MODEL_DEFAULTS, EARLIER_PARTITION_DEFAULTS,
+                             EARLIER_TASK_DEFAULTS)
+from gflkit.engine import Schedule, run_rounds
 from gflkit.federation import Federation, GraphFederation
 from gflkit.models import MODELS, build_model
 from gflkit.models.base import FeatureModel
@@ -244,7 +246,9 @@ class RunConfig:
                 "data_options": keyed_options(self.data_options, data_defaults(self.dataset),
                                               EARLIER_DATA_DEFAULTS.get(self.dataset, {})),
                 "task_options": keyed_options(self.task_options, task_defaults(self.task),
-                                              EARLIER_TASK_DEFAULTS.get(self.task, {}))}
+                                              EARLIER_TASK_DEFAULTS.get(self.task, {})),
+                "partition_options": keyed_options(self.partition_options, partition_defaults(self),
+                                                   EARLIER_PARTITION_DEFAULTS.get(self.partition, {}))}
 
     def method_params(self) -> Any:
         """The method's hyper-parameters (its ``Params`` dataclass)."""
@@ -288,6 +292,16 @@ def data_defaults(dataset: str) -> dict[str, Any]:
     if spec.kind == "graph":
         found = {**keyword_defaults(load_graph, skip=2), **found}
     found.pop("download", None)
+    return found
+
+
+def partition_defaults(config: RunConfig) -> dict[str, Any]:
+    """The options of ``config``'s partition that have a default, with their current defaults: the scheme's
+    (``dirichlet``'s ``min_size``, ...) or, for a graph dataset, the subgraph splits' (``train_ratio``, ...)."""
+    if not config.is_graph:
+        return scheme_defaults(config.partition)
+    found = keyword_defaults(make_subgraph_clients, skip=4)  # after data, num_clients, method, seed
+    found.pop("links")  # set by the task, not an option
     return found
 
 

@@ -265,6 +265,15 @@ def _moved(source: Path, target: Path) -> bool:
     return True
 
 
+def _whole(notebook: Path) -> bool:
+    """Whether ``notebook`` exists and parses as JSON (a full disk cuts a notebook being saved short)."""
+    try:
+        json.loads(notebook.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def _execute_checked(source: Path, output: Path, params: dict[str, Any]) -> Path:
     """Execute the notebook ``source`` with checked ``params`` into the existing folder ``output``
     (see :func:`execute`): in a staging folder whose outputs replace ``output``'s together on success
@@ -304,8 +313,8 @@ def _execute_checked(source: Path, output: Path, params: dict[str, Any]) -> Path
         full = disk_full(running, error)
         if full is None:
             raise
-        kept = f"the failed notebook is {failed}" if running.exists() and _moved(running, failed) else \
-            "no failed notebook could be written"
+        kept = f"the failed notebook is {failed}" if _whole(running) and _moved(running, failed) else \
+            "no complete failed notebook could be written"
         raise NotebookError(f"{name}: {full.strerror}; {kept}; {_previous(executed)}") from None
     finally:
         staging.discard(stage)  # a failure's tables and figures: the previous outputs stay as they were

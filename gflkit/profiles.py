@@ -15,9 +15,9 @@ from typing import Any, Iterable, Mapping, Sequence
 from gflkit.experiment import RunConfig
 
 
-#: Sweep entries every table of a notebook is built from (its methods, the benchmark's settings): an override
-#: may not empty them (a section's own entries may be emptied to skip it).
-NONEMPTY_SWEEP = ("methods", "variants", "settings")
+#: Sweep entries every table of a notebook is built from (its methods, the benchmark's settings, FedSKA's
+#: Table 1 shards): an override may not empty them (a section's own entries may be emptied to skip it).
+NONEMPTY_SWEEP = ("methods", "variants", "settings", "shards")
 
 
 @dataclass(frozen=True)

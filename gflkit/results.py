@@ -48,7 +48,7 @@ import pandas as pd
 import torch
 
 from gflkit.atomic import atomic_write, atomic_write_text
-from gflkit.engine import Checkpoint
+from gflkit.checkpoint import Checkpoint
 from gflkit.lifeline import process_alive
 
 #: Bump when a change to the engine changes the numbers a config produces; old runs are then ignored.
@@ -318,8 +318,8 @@ class ResultStore:
         return torch.load(path, weights_only=True, map_location="cpu") if path.exists() else {}
 
     def checkpoint(self, config: dict[str, Any]) -> Checkpoint:
-        """Where an unfinished run of ``config`` keeps its checkpoint."""
-        return Checkpoint(self.folder(config) / "checkpoint.pt")
+        """Where an unfinished run of ``config`` keeps its checkpoint, which names the run by its key."""
+        return Checkpoint(self.folder(config) / "checkpoint.pt", run=config_key(config))
 
     @contextlib.contextmanager
     def lock(self, config: dict[str, Any], poll: float = 0.5) -> Iterator[None]:

@@ -36,6 +36,8 @@ class ClassificationTask:
 
     name: str = "classification"
     score: ClassVar[str] = "accuracy"
+    #: the values each evaluation metric can take (a checkpoint's records are checked against them)
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {"accuracy": (0.0, 100.0), "loss": (0.0, math.inf)}
 
     def loss(self, logits: Tensor, targets: Tensor) -> Tensor:
         """Mean cross-entropy of a batch."""
@@ -91,6 +93,8 @@ class ForecastingTask:
     mean: float = 0.0
     std: float = 1.0
     horizon_index: int = -1
+    #: the values each evaluation metric can take (a checkpoint's records are checked against them)
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {name: (0.0, math.inf) for name in ("mae", "mape", "rmse", "loss")}
 
     def __post_init__(self) -> None:
         if not self.std > 0:
@@ -250,6 +254,9 @@ class LinkPredictionTask:
     name: str = "link_prediction"
     reconstruction: str = "dense"
     score: ClassVar[str] = "auc"
+    #: the values each evaluation metric can take (a checkpoint's records are checked against them)
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {"auc": (0.0, 100.0), "ap": (0.0, 100.0),
+                                                        "loss": (0.0, math.inf)}
     decoder: ClassVar[InnerProductDecoder] = InnerProductDecoder()
 
     def __post_init__(self) -> None:

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from gflkit.algorithms import Algorithm
-from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.checkpoint import Checkpoint
+from gflkit.engine import Schedule, run_rounds
 from gflkit.federation import Federation
 from gflkit.models import build_model
 from gflkit.tasks import ClassificationTask

@@ -21,6 +21,21 @@ def test_precompute_stores_exactly_the_runs_the_notebook_reads(tmp_path, capsys)
     assert "4 runs of fedska (smoke)" in capsys.readouterr().out
 
 
+def test_precompute_refuses_an_unknown_executor_in_one_line(tmp_path, capsys):
+    assert main(["precompute", "fedska", "--results", str(tmp_path), "--executor", "bogus"]) == 2
+    said = capsys.readouterr().err
+    assert "unknown executor 'bogus'" in said and said.count("\n") == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_notebook_and_precompute_take_the_same_runtime_options():
+    from gflkit.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    options = {name: {a.dest for a in commands[name]._actions} for name in ("notebook", "precompute")}
+    assert {"device", "executor", "ray_address"} <= options["notebook"] & options["precompute"]
+
+
 def test_precompute_can_select_methods(tmp_path):
     main(["precompute", "fedska", "--profile", "smoke", "--section", "table1", "--method", "local",
           "--results", str(tmp_path), "--device", "cpu"])
@@ -96,7 +111,7 @@ def test_threads_before_or_after_the_command(monkeypatch, capsys):
     assert parser.parse_args(["precompute", "fedska"]).threads is None
     with pytest.raises(SystemExit) as exit_:
         parser.parse_args(["--threads", "0", "data", "list"])
-    assert exit_.value.code == 2 and "expected a positive number of threads" in capsys.readouterr().err
+    assert exit_.value.code == 2 and "expected a positive integer" in capsys.readouterr().err
     previous = torch.get_num_threads()
     for variable in ("GFLKIT_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         monkeypatch.setenv(variable, "")

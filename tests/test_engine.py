@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from gflkit.algorithms import build_algorithm
-from gflkit.engine import Checkpoint, Schedule, run_rounds, sample_clients
+from gflkit.checkpoint import Checkpoint
+from gflkit.engine import Schedule, run_rounds, sample_clients
 
 from conftest import make_federation
 from graph_fixtures import make_graph_federation
@@ -99,7 +100,7 @@ def test_a_checkpoint_that_would_run_code_runs_none_and_is_set_aside(tmp_path):
     marker = tmp_path / "pwned"
 
     def plant(path):
-        torch.save({"format": 2, "round": 2, "payload": WritesAMarker(marker)}, path)
+        torch.save({"format": 3, "round": 2, "payload": WritesAMarker(marker)}, path)
 
     with pytest.warns(UserWarning, match=r"checkpoint .*checkpoint.pt is unusable \(UnpicklingError.*set aside"):
         full, resumed, ckpt = resumed_after_replacing(tmp_path, plant)
@@ -114,6 +115,13 @@ def test_a_checkpoint_that_would_run_code_runs_none_and_is_set_aside(tmp_path):
     (lambda state: state.update(round=99), "round 99 lies outside the run's rounds 1..4"),
     (lambda state: state.update(format=1), "checkpoint format 1"),
     (lambda state: state.pop("format"), "checkpoint format None"),
+    (lambda state: state.update(run="9f2c"), "it belongs to run '9f2c', not to this run ''"),
+    (lambda state: state["records"][-1].update(accuracy=999.0), "record 7: 'accuracy' = 999.0 lies outside"),
+    (lambda state: state["records"][3].update(loss_local="low"), "record 3: 'loss_local' is a str, not a number"),
+    (lambda state: state.update(records=[1, 2, 3]), "it holds 3 records; rounds 1..2 of this run give 8"),
+    (lambda state: state.update(records=state["records"][4:] + state["records"][:4]), "record 0 is not round 1"),
+    (lambda state: state.update(local_scores={7: {"accuracy": 50.0}}), "an entry 7 that is not a client"),
+    (lambda state: state["algorithm"].update(proxy=torch.zeros(3)), r"fedavg state has the keys \['proxy'\]"),
 ])
 def test_a_checkpoint_that_does_not_fit_the_run_is_set_aside(tmp_path, change, reason):
     def rewrite(path):
@@ -124,6 +132,37 @@ def test_a_checkpoint_that_does_not_fit_the_run_is_set_aside(tmp_path, change, r
     with pytest.warns(UserWarning, match=f"is unusable \\(ValueError: .*{reason}"):
         full, resumed, _ = resumed_after_replacing(tmp_path, rewrite)
     pd.testing.assert_frame_equal(full, resumed)
+
+
+def test_a_method_state_is_checked_against_the_state_it_has_after_setup(tmp_path):
+    """FED-PUB's state after a round, with one entry replaced, added or of another shape: set aside, and
+    the run recomputes to the uninterrupted numbers."""
+    fed = make_federation
+
+    def run_with(change):
+        full = run_rounds(fed(), build_algorithm("fedpub"), Schedule(3), progress=False)
+        ckpt = Checkpoint(tmp_path / change.__name__ / "checkpoint.pt")
+        run_rounds(fed(), build_algorithm("fedpub"), Schedule(2, checkpoint_every=2), ckpt, progress=False)
+        state = torch.load(ckpt.path, weights_only=True)
+        change(state["algorithm"])
+        torch.save(state, ckpt.path)
+        resumed = run_rounds(fed(), build_algorithm("fedpub"), Schedule(3, checkpoint_every=2), ckpt, progress=False)
+        pd.testing.assert_frame_equal(full, resumed)
+
+    def adds_params(state):
+        state["params"] = 1.0
+
+    def reshapes_personal(state):
+        state["personal"] = state["personal"][:, :5]
+
+    def retypes_weights(state):
+        state["weights"] = state["weights"].double()
+
+    for change, reason in [(adds_params, r"fedpub state has the keys \['params'\] it may not hold"),
+                           (reshapes_personal, r"fedpub state\['personal'\] is \(4, 5\)"),
+                           (retypes_weights, r"fedpub state\['weights'\] is .* torch.float64")]:
+        with pytest.warns(UserWarning, match=f"is unusable \\(ValueError: {reason}"):
+            run_with(change)
 
 
 def test_server_protocol_scores_the_global_model_and_local_the_fine_tuned_copy():

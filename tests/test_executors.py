@@ -1,6 +1,7 @@
 """Grid executors: the ``ray`` executor on a local Ray (loopback only) stores exactly what ``serial`` stores,
 survives a killed worker and re-uses stored runs; bad executors and a missing Ray fail in one line."""
 import ast
+import contextlib
 import os
 import signal
 import socket
@@ -198,6 +199,18 @@ def test_every_paper_notebook_builds_one_runtime_from_its_parameters_and_passes_
                          for call in grids), [ast.unparse(call) for call in grids]
 
 
+def test_precompute_on_ray_stores_the_runs_serial_precompute_stores(local_ray, tmp_path):
+    assert main(["precompute", "fedska", "--profile", "smoke", "--section", "table1", "--method", "local",
+                 "--results", str(tmp_path / "ray"), "--device", "cpu", "--executor", "ray"]) == 0
+    assert main(["precompute", "fedska", "--profile", "smoke", "--section", "table1", "--method", "local",
+                 "--results", str(tmp_path / "serial"), "--device", "cpu"]) == 0
+    ray_runs, serial_runs = (sorted(p.name for p in (tmp_path / kind / "runs").iterdir()) for kind in ("ray", "serial"))
+    assert ray_runs == serial_runs and ray_runs
+    for key in ray_runs:
+        assert (tmp_path / "ray" / "runs" / key / "records.csv").read_bytes() == \
+            (tmp_path / "serial" / "runs" / key / "records.csv").read_bytes()
+
+
 def test_gflkit_notebook_passes_executor_and_address_as_parameters(monkeypatch, tmp_path):
     papermill = pytest.importorskip("papermill")
     seen = {}
@@ -205,8 +218,8 @@ def test_gflkit_notebook_passes_executor_and_address_as_parameters(monkeypatch, 
                         lambda source, output, parameters, **kw: seen.update(parameters) or Path(output).write_text("{}"))
     monkeypatch.setattr("gflkit.executors.check_ray_address", lambda address: None)  # no cluster at "head" here
     assert main(["notebook", "quickstart", "--results", str(tmp_path), "--executor", "ray",
-                 "--ray-address", "ray://head:10001"]) == 0
-    assert seen["executor"] == "ray" and seen["ray_address"] == "ray://head:10001"
+                 "--ray-address", "ray://head:10001", "--device", "cpu"]) == 0
+    assert seen["executor"] == "ray" and seen["ray_address"] == "ray://head:10001" and seen["device"] == "cpu"
 
 
 def test_gflkit_notebook_rejects_an_unknown_executor_before_a_kernel_starts(tmp_path, capsys):
@@ -228,6 +241,40 @@ def test_a_closed_ray_address_fails_at_once_and_other_forms_are_left_to_ray():
             check_ray_address(address)
     assert time.monotonic() - started < 10
     check_ray_address("auto")  # Ray's own lookup of a running local cluster, answered by Ray at once
+
+
+@pytest.mark.parametrize("reply", [b"", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"])
+def test_a_listener_that_is_not_ray_fails_in_one_line_within_the_timeout(reply):
+    """A port that accepts connections, silent or speaking another protocol, is not taken for Ray."""
+    pytest.importorskip("grpc")
+    from gflkit.executors import check_ray_address
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = server.accept()
+                connection.sendall(reply)
+
+    threading.Thread(target=answer, daemon=True).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(ConnectionError) as failure:
+            check_ray_address(f"127.0.0.1:{port}", timeout=2)
+    finally:
+        server.close()
+    assert f"something listens at 127.0.0.1:{port} but it is not a Ray cluster" in str(failure.value)
+    assert "\n" not in str(failure.value) and time.monotonic() - started < 6
+
+
+def test_a_running_ray_passes_the_address_check(local_ray):
+    from gflkit.executors import check_ray_address
+
+    check_ray_address(local_ray.get_runtime_context().gcs_address)
 
 
 class FakeRay:

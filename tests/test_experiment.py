@@ -50,11 +50,8 @@ def test_store_returns_finished_runs_without_recomputing(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(run(config, Runtime(device="cpu", store=store), progress=False), first)
 
 
-def test_killed_run_resumes_from_its_checkpoint_to_the_same_numbers(tmp_path, monkeypatch):
-    config = RunConfig(**{**SMALL, "rounds": 4})
-    uninterrupted = run(config, Runtime(device="cpu"), progress=False)
-    store = ResultStore(tmp_path)
-
+def run_killed_in_round_3(config: RunConfig, store: ResultStore, monkeypatch) -> None:
+    """Run ``config`` into ``store`` with checkpoints every 2 rounds, killed in round 3 (as by Ctrl-C)."""
     import gflkit.algorithms.fedavg as fedavg
 
     original = fedavg.FedAvg.aggregate
@@ -68,6 +65,13 @@ def test_killed_run_resumes_from_its_checkpoint_to_the_same_numbers(tmp_path, mo
     with pytest.raises(KeyboardInterrupt):
         run(config, Runtime(device="cpu", store=store), checkpoint_every=2, progress=False)
     monkeypatch.setattr(fedavg.FedAvg, "aggregate", original)
+
+
+def test_killed_run_resumes_from_its_checkpoint_to_the_same_numbers(tmp_path, monkeypatch):
+    config = RunConfig(**{**SMALL, "rounds": 4})
+    uninterrupted = run(config, Runtime(device="cpu"), progress=False)
+    store = ResultStore(tmp_path)
+    run_killed_in_round_3(config, store, monkeypatch)
     resumed = run(config, Runtime(device="cpu", store=store), checkpoint_every=2, progress=False)
     pd.testing.assert_frame_equal(resumed, uninterrupted)
 
@@ -94,6 +98,20 @@ def test_a_planted_checkpoint_in_a_runs_folder_runs_no_code_and_the_run_is_recom
     with pytest.warns(UserWarning, match=r"checkpoint .*checkpoint\.pt is unusable"):
         records = run(config, Runtime(device="cpu", store=store), progress=False)
     assert not marker.exists()
+    pd.testing.assert_frame_equal(records, run(config, Runtime(device="cpu"), progress=False))
+
+
+def test_a_checkpoint_copied_from_another_run_is_set_aside_and_the_run_recomputed(tmp_path, monkeypatch):
+    """Another learning rate's round-2 checkpoint, copied into this run's unfinished folder, fits every
+    shape; only the run it names tells them apart."""
+    config, other = RunConfig(**{**SMALL, "rounds": 4}), RunConfig(**{**SMALL, "rounds": 4, "lr": 0.5})
+    store = ResultStore(tmp_path / "results")
+    run_killed_in_round_3(other, store, monkeypatch)
+    planted = store.checkpoint(stored_key(config, "cpu")).path
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(store.checkpoint(stored_key(other, "cpu")).path.read_bytes())
+    with pytest.warns(UserWarning, match=r"checkpoint .*checkpoint\.pt is unusable \(ValueError: it belongs to run"):
+        records = run(config, Runtime(device="cpu", store=store), checkpoint_every=2, progress=False)
     pd.testing.assert_frame_equal(records, run(config, Runtime(device="cpu"), progress=False))
 
 

@@ -7,7 +7,8 @@ from torch_geometric.data import Data
 from gflkit.algorithms import build_algorithm
 from gflkit.algorithms import fedsage
 from gflkit.algorithms.neighgen import generated_neighbours, greedy_feature_loss, hide_nodes, impair, mend, neighgen_loss
-from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.checkpoint import Checkpoint
+from gflkit.engine import Schedule, run_rounds
 from gflkit.state import FlatModule
 
 from conftest import make_federation

@@ -6,7 +6,8 @@ from gflkit.algorithms import build_algorithm
 from gflkit.algorithms.fedska import StructureServer, by_position, client_representations, feature_gradients
 from gflkit.graphs.adjacency import sym_normalize
 from gflkit.graphs.given import given_graph
-from gflkit.engine import Checkpoint, Schedule, run_rounds
+from gflkit.checkpoint import Checkpoint
+from gflkit.engine import Schedule, run_rounds
 from gflkit.experiment import RunConfig
 from gflkit.federation import Federation
 from gflkit.training import LocalStep

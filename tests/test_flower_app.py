@@ -24,10 +24,10 @@ from gflkit.engine import run_rounds  # noqa: E402
 from gflkit.experiment import RunConfig, build_federation  # noqa: E402
 from gflkit.federation import ServerFederation  # noqa: E402
 from gflkit.flower.client import check_partitions  # noqa: E402
-from gflkit.flower.local import LocalDeployment, run_config_argument  # noqa: E402
+from gflkit.flower.local import LocalDeployment, app_run_config, failure_cause, run_config_argument  # noqa: E402
 from gflkit.flower.methods import UnsupportedMethod  # noqa: E402
 from gflkit.flower.replica import node_replica, server_replica  # noqa: E402
-from gflkit.flower.run_config import settings_from_run_config  # noqa: E402
+from gflkit.flower.run_config import RESULTS_ENV, output_path, results_folder, settings_from_run_config  # noqa: E402
 from gflkit.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,10 +39,7 @@ PUBLIC_FLOWER = {"flwr", "flwr.app", "flwr.clientapp", "flwr.serverapp", "flwr.s
 
 def template_config(**changes) -> RunConfig:
     """The run the template app project's [tool.flwr.app.config] describes, with ``changes`` (run-config keys)."""
-    import tomllib
-
-    config = tomllib.loads((APP / "pyproject.toml").read_text())["tool"]["flwr"]["app"]["config"]
-    return settings_from_run_config({**config, **changes}).config
+    return settings_from_run_config(app_run_config(APP, changes)).config
 
 
 def engine_records(config: RunConfig) -> pd.DataFrame:
@@ -64,10 +61,10 @@ def assert_engine_numbers(config: RunConfig, records_csv: Path) -> None:
 def test_run_config_reads_fields_dotted_and_json_options():
     settings = settings_from_run_config({"dataset": "digits", "num-clients": 4, "method": "fedprox",
                                          "method-options.mu": 0.5, "partition-options": '{"shards_per_client": 2}',
-                                         "clients-per-round": "none", "lr": 1, "records": "/tmp/r.csv"})
+                                         "clients-per-round": "none", "lr": 1, "records": "r.csv"})
     config = settings.config
     assert (config.num_clients, config.method_options["mu"], config.partition_options) == (4, 0.5, {"shards_per_client": 2})
-    assert config.clients_per_round is None and config.lr == 1.0 and settings.records == "/tmp/r.csv"
+    assert config.clients_per_round is None and config.lr == 1.0 and settings.records == "r.csv"
 
 
 @pytest.mark.parametrize("run_config, says", [
@@ -78,12 +75,28 @@ def test_run_config_reads_fields_dotted_and_json_options():
     ({"dataset": "digits", "lr.x": 1}, "'lr' is not a dict field"),
     ({"dataset": "digits", "round-timeout": -1}, "'round-timeout' takes a positive number"),
     ({"rounds": 3}, "needs a 'dataset'"),
+    ({"dataset": "digits", "records": "/etc/cron.d/job.csv"}, "'records' takes a CSV file name inside the app's"),
+    ({"dataset": "digits", "timing": "../../outside.csv"}, "'timing' takes a CSV file name inside the app's"),
+    ({"dataset": "digits", "records": "records.txt"}, "got 'records.txt'"),
     ({"dataset": "digits", "method": "nope"}, "unknown method 'nope'"),
 ])
 def test_run_config_mistakes_fail_in_one_line(run_config, says):
     with pytest.raises(ValueError) as error:
         settings_from_run_config(run_config)
     assert says in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_server_writes_only_inside_its_results_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv(RESULTS_ENV, str(tmp_path / "flower"))
+    folder = results_folder()
+    assert output_path("records", "runs/a.csv", folder) == tmp_path / "flower" / "runs" / "a.csv"
+    folder.mkdir()
+    (folder / "escape").symlink_to(tmp_path)
+    with pytest.raises(ValueError, match=r"'records': 'escape/a.csv' leads out of the results folder"):
+        output_path("records", "escape/a.csv", folder)
+    monkeypatch.delenv(RESULTS_ENV)
+    monkeypatch.chdir(tmp_path)
+    assert results_folder() == tmp_path.resolve() / "results" / "flower"
 
 
 def test_run_config_argument_is_read_back_by_flower():
@@ -185,21 +198,70 @@ def flower_home(tmp_path):
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("method", ["fedavg", "sfl"])
-def test_flwr_run_local_simulation_gives_the_engines_numbers(method, flower_home, tmp_path):
+def test_gflkit_flower_runs_an_isolated_simulation_that_gives_the_engines_numbers(tmp_path, monkeypatch, capsys):
+    """Its own SuperLink on free ports (none shared with another checkout), stopped when the run ends."""
+    from gflkit.cli import main
+
+    monkeypatch.setenv(RESULTS_ENV, str(tmp_path))
+    monkeypatch.setenv("GFLKIT_THREADS", "1")
+    assert main(["flower", str(APP), "--run-config", "method='fedavg' records='records.csv'"]) == 0, \
+        capsys.readouterr().err[-3000:]
+    assert_engine_numbers(template_config(method="fedavg"), tmp_path / "records.csv")
+    assert subprocess.run(["pgrep", "-f", "gflkit-flower-"], capture_output=True).returncode == 1, "a process left"
+
+
+def test_a_failed_flower_run_exits_non_zero_naming_the_cause(tmp_path, monkeypatch, capsys):
+    from gflkit.cli import main
+
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    monkeypatch.setenv(RESULTS_ENV, str(taken))  # the ServerApp cannot make its results folder there
+    monkeypatch.setenv("GFLKIT_THREADS", "1")
+    assert main(["flower", str(APP), "--run-config", "rounds=1 records='records.csv'"]) == 1
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("gflkit flower: flwr run failed: ") and "Error: " in last and "a-file" in last, last
+
+
+@pytest.mark.parametrize("run_config, says", [
+    ("num-clinets=3", "unknown run config key 'num-clinets'"),
+    ("method='fedska'", "method 'fedska' is not supported in Flower"),
+    ("method='fedavgg'", "unknown method 'fedavgg'"),
+    ("rounds=0", "rounds must be a positive"),
+    ("records='/etc/x.csv'", "'records' takes a CSV file name inside"),
+])
+def test_gflkit_flower_refuses_a_mistake_before_anything_starts(run_config, says, monkeypatch, capsys):
+    from gflkit.cli import main
+
+    monkeypatch.setattr("gflkit.flower.local.LocalDeployment.__enter__", lambda self: pytest.fail("started"))
+    assert main(["flower", str(APP), "--run-config", run_config]) == 2
+    said = capsys.readouterr().err
+    assert says in said and said.count("\n") == 1, said
+
+
+def test_the_cause_of_a_failed_run_is_the_root_exception():
+    output = ("INFO : Starting\nTraceback (most recent call last):\n  File x\nException: The current node timed out "
+              "during startup.\n\nThe above exception was the direct cause of the following exception:\n"
+              "RuntimeError: Simulation Runtime crashed.\nExit Code: 700\n")
+    assert failure_cause(output) == "Exception: The current node timed out during startup."
+    assert failure_cause("ERROR : boom\nExit Code: 700\nsee the docs\n") == "Exit Code: 700"
+
+
+def test_flwr_run_local_simulation_gives_the_engines_numbers(flower_home, tmp_path):
+    """Flower's own managed local SuperLink (fixed ports, shared by every checkout on the machine)."""
+    method = "sfl"
     records = tmp_path / "records.csv"
-    overrides = {"method": method, "records": str(records)}
+    overrides = {"method": method, "records": records.name}
     done = subprocess.run([str(Path(sys.executable).parent / "flwr"), "run", str(APP), "--stream",
                            "--federation-config", "num-supernodes=6", "--run-config", run_config_argument(overrides)],
-                          env=flower_home, capture_output=True, text=True, timeout=600)
+                          env={**flower_home, RESULTS_ENV: str(tmp_path)}, capture_output=True, text=True, timeout=600)
     assert records.exists(), (done.stdout + done.stderr)[-3000:]
     assert_engine_numbers(template_config(**overrides), records)
 
 
 def test_deployment_superlink_and_supernodes_give_the_engines_numbers(tmp_path):
     records = tmp_path / "records.csv"
-    overrides = {"method": "sfl", "num-clients": 3, "rounds": 2, "records": str(records)}
-    with LocalDeployment(3, env={"GFLKIT_THREADS": "1"}) as deployment:
+    overrides = {"method": "sfl", "num-clients": 3, "rounds": 2, "records": records.name}
+    with LocalDeployment(3, env={"GFLKIT_THREADS": "1", RESULTS_ENV: str(tmp_path)}) as deployment:
         deployment.run(APP, overrides)
         processes = list(deployment.processes)
     assert all(process.poll() is not None for process in processes)  # every process started is stopped

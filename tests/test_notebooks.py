@@ -44,6 +44,13 @@ def test_bad_parameters_fail_before_a_kernel_starts(tmp_path, profile, parameter
     assert not list(tmp_path.iterdir()), "nothing executed, nothing written"
 
 
+def test_emptying_fedska_table1_shards_fails_before_a_kernel_starts(tmp_path):
+    """Table 1 and every figure after it are built from the shard counts: emptied, cell 3 used to fail."""
+    with pytest.raises(NotebookError, match="sweep entry 'shards' is empty"):
+        execute("fedska", "smoke", tmp_path, {"overrides": {"shards": []}})
+    assert not list(tmp_path.iterdir())
+
+
 def test_one_seed_may_be_given_as_an_integer(monkeypatch, tmp_path):
     seen = {}
     monkeypatch.setattr(papermill, "execute_notebook",
@@ -67,15 +74,17 @@ def test_a_failed_execution_keeps_the_good_notebook_and_sets_the_failed_one_asid
     assert not list(tmp_path.glob(".*running*")), "no staging folder left behind"
 
 
-@pytest.mark.parametrize("saved_part", [True, False])
-def test_a_full_disk_while_saving_the_executed_notebook_is_one_line(monkeypatch, tmp_path, saved_part):
+@pytest.mark.parametrize("saved, kept", [('{"cells": []}', True), ('{"cells": [{"cell_type": "co', False),
+                                         (None, False)])
+def test_a_full_disk_while_saving_the_executed_notebook_is_one_line(monkeypatch, tmp_path, saved, kept):
+    """Whatever was saved is kept as the failed notebook only when it is whole (it can be opened)."""
     import errno
 
     (tmp_path / "quickstart.ipynb").write_text("good")
 
     def full(source, output, **kwargs):
-        if saved_part:
-            Path(output).write_text("{}")
+        if saved is not None:
+            Path(output).write_text(saved)
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(papermill, "execute_notebook", full)
@@ -83,8 +92,8 @@ def test_a_full_disk_while_saving_the_executed_notebook_is_one_line(monkeypatch,
         execute("quickstart", "smoke", tmp_path)
     said = str(failure.value)
     assert "\n" not in said and said.startswith("quickstart: no space left to write ") and "MiB free there" in said
-    kept = "the failed notebook is" if saved_part else "no failed notebook could be written"
-    assert kept in said and (tmp_path / "quickstart.failed.ipynb").exists() == saved_part
+    assert ("the failed notebook is" if kept else "no complete failed notebook could be written") in said
+    assert (tmp_path / "quickstart.failed.ipynb").exists() == kept
     assert (tmp_path / "quickstart.ipynb").read_text() == "good"
     assert not list(tmp_path.glob(".*running*"))
 

@@ -8,7 +8,7 @@ import pytest
 
 from gflkit.algorithms import ALGORITHMS
 from gflkit.algorithms.fedavg import FedAvg
-from gflkit.experiment import RunConfig
+from gflkit.experiment import RunConfig, partition_defaults, stored_key
 from gflkit.models import MODELS, MCLR
 from gflkit.options import added_field, added_fields, keyed
 from gflkit.results import config_key
@@ -117,3 +117,41 @@ def test_every_model_task_and_loader_option_has_its_earlier_value_declared():
                       ("dataset", dataset_names(), data_defaults, EARLIER_DATA_DEFAULTS)]
                   for name in names]
     assert [entry for entry in undeclared if entry[2]] == [], "declare these in gflkit/defaults.py"
+
+
+def test_a_changed_partition_default_re_keys_the_runs_it_shapes(monkeypatch):
+    """Dirichlet's min_size 10 → 100 kept the key and served 44.96 where a fresh run gives 26.25."""
+    import gflkit.data.partition as partition
+
+    config = RunConfig(dataset="digits", partition="dirichlet", partition_options={"alpha": 0.5})
+    before = config_key(stored_key(config, "cpu"))
+    monkeypatch.setattr(partition.dirichlet, "__defaults__", (100, 1000))
+    assert config_key(stored_key(config, "cpu")) != before
+    written_out = config.replace(partition_options={"alpha": 0.5, "min_size": 100})
+    assert config_key(stored_key(config, "cpu")) == config_key(stored_key(written_out, "cpu"))
+
+
+def test_a_changed_subgraph_split_default_re_keys_the_runs_it_shapes(monkeypatch):
+    import gflkit.experiment as experiment
+
+    config = experiment.RunConfig(dataset="cora", task="link_prediction", model="vgae", partition="louvain",
+                                  method="fedvgae")
+    before = config_key(experiment.stored_key(config, "cpu"))
+    original = experiment.make_subgraph_clients
+    monkeypatch.setattr(experiment, "make_subgraph_clients",
+                        lambda data, num_clients=10, method="louvain", seed=0, *, train_ratio=0.3, val_ratio=0.4,
+                        links=True, link_val_ratio=0.05, link_test_ratio=0.10: original(data, num_clients))
+    assert experiment.stored_key(config, "cpu")["partition_options"] == {"train_ratio": 0.3}
+    assert config_key(experiment.stored_key(config, "cpu")) != before
+
+
+def test_every_partition_option_has_its_earlier_value_declared():
+    from gflkit.data.partition import SCHEMES, scheme_defaults
+    from gflkit.data.subgraphs import PARTITIONERS
+    from gflkit.defaults import EARLIER_PARTITION_DEFAULTS
+
+    graph = RunConfig(dataset="cora", task="link_prediction", model="vgae", method="fedvgae", partition="louvain")
+    current = {**{scheme: scheme_defaults(scheme) for scheme in SCHEMES},
+               **{name: partition_defaults(graph.replace(partition=name)) for name in PARTITIONERS}}
+    assert {name: set(found) - set(EARLIER_PARTITION_DEFAULTS.get(name, {})) for name, found in current.items()} == \
+        dict.fromkeys(current, set()), "declare these in gflkit/defaults.py"

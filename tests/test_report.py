@@ -135,6 +135,18 @@ def test_replacing_csvs_removes_stale_ones(tmp_path):
     assert sorted(p.name for p in target.iterdir()) == ["table.csv"]
 
 
+def test_a_linked_csv_is_refused_and_nothing_is_archived(tmp_path):
+    source, target = tmp_path / "run", tmp_path / "docs"
+    source.mkdir()
+    (source / "table.csv").write_text("a\n1\n")
+    private = tmp_path / "private.csv"
+    private.write_text("password\nhunter2\n")
+    (source / "notes.csv").symlink_to(private)
+    with pytest.raises(NotebookError, match=r"notes\.csv is a link to .*private\.csv; the archive copies only"):
+        archive_module._replace_csvs(source, target)
+    assert not target.exists()
+
+
 def test_unknown_entry_names_the_known_ones():
     with pytest.raises(NotebookError, match="quickstart:ci"):
         entry("quickstart:paper")

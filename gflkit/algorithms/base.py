@@ -71,6 +71,10 @@ class Algorithm:
     client_step: ClassVar[str] = "together"
     #: whether :meth:`local_loss` adds a term to local training, declared by a method that defines one
     adds_local_loss: ClassVar[bool] = False
+    #: the keys of :meth:`state_dict` whose shape or content changes during a run (histories that grow,
+    #: state that appears after the first rounds); every other key keeps the structure, dtypes and shapes
+    #: it has right after :meth:`setup`, which is what a checkpoint's state is checked against
+    varying_state: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **options: Any):
         self.params = make_params(self.Params, options, f"method {self.name!r}")

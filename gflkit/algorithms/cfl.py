@@ -127,6 +127,7 @@ class CFL(Algorithm):
     """
 
     name = "cfl"
+    varying_state = ("cluster_models", "clusters_per_round", "update_norms")
     batchable = True
     Params = CFLParams
 

@@ -81,6 +81,7 @@ class FedCG(FedAvg):
     """FedAvg of a FedCG network with the teacher refresh and Eq. 6's adjacency on the server."""
 
     name = "fedcg"
+    varying_state = ("client_domains",)
     Params = FedCGParams
     share = "all"
     #: whether the method sets each client's training domain (a network with ``domains="assigned"``)
@@ -173,10 +174,10 @@ class FedCGKMeans(FedCG):
         return results
 
     def state_dict(self) -> dict[str, Any]:
-        return {} if self.client_domains is None else {"client_domains": self.client_domains}
+        return {"client_domains": self.client_domains}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        domains = state.get("client_domains")
+        domains = state["client_domains"]
         self.client_domains = None if domains is None else domains.cpu()
 
     def artifacts(self) -> dict[str, Tensor]:

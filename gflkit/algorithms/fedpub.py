@@ -200,6 +200,8 @@ class FedPub(Algorithm):
     """Functional-embedding similarity aggregation with personalised sparse masks (see the module docstring)."""
 
     name = "fedpub"
+    #: the attributes that make up the server's state (checkpointed)
+    STATE = ("masks", "personal", "received", "embeddings", "similarity", "weights", "aggregations")
     client_step = "one_by_one"
     adds_local_loss = True
     Params = FedPubParams
@@ -244,12 +246,11 @@ class FedPub(Algorithm):
         return mask.to(fed.device).repeat(fed.num_clients, 1)
 
     def state_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in
-                ("masks", "personal", "received", "embeddings", "similarity", "weights", "aggregations")}
+        return {name: getattr(self, name) for name in self.STATE}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for name, value in state.items():
-            setattr(self, name, value)
+        for name in self.STATE:
+            setattr(self, name, state[name])
 
     def artifacts(self) -> dict[str, Tensor]:
         """The latest cosine similarities :math:`S` and aggregation weights :math:`\\alpha` between clients."""

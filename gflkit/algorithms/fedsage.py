@@ -215,6 +215,7 @@ class FedSage(FedAvg):
     """
 
     name = "fedsage"
+    varying_state = ("generated",)
     client_step = "one_by_one"
     share = "all"  # FedAvg's whole-model sharing; no share option
     Params = FedSageParams

@@ -236,6 +236,8 @@ class FedSKA(FedAvg):
     """FedSKA (see the module docstring for the round and its equations)."""
 
     name = "fedska"
+    varying_state = ("server.learner_optimizer", "server.encoder_optimizer", "server.denoising_losses",
+                     "server.initial_graph", "server.adjacency", "structure")
     adds_local_loss = True
     share = "all"  # FedAvg's whole-model sharing; no share option
     Params = FedSKAParams

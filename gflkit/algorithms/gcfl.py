@@ -171,6 +171,7 @@ class GCFLPlus(CFL):
     """
 
     name = "gcfl"
+    varying_state = (*CFL.varying_state, "sequences", "lengths")
     client_step = "one_by_one"
     batchable = False  # reads the working module's last gradient after local training (gradient_norm)
     Params = GCFLPlusParams

@@ -39,6 +39,7 @@ class JGESR(Algorithm):
     """
 
     name = "pdca"
+    varying_state = ("received", "mask", "graph", "objective", "rounds", "degrees")
     adds_local_loss = True
     batchable = True
     solver = "pdca"

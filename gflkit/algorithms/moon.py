@@ -55,6 +55,7 @@ class MOON(FedAvg):
     """
 
     name = "moon"
+    varying_state = ("previous",)
     adds_local_loss = True
     Params = MOONParams
 

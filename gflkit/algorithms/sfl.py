@@ -183,6 +183,7 @@ class SFL(FedAvg):
     """
 
     name = "sfl"
+    varying_state = ("propagation", "fit_losses")
     adds_local_loss = True
     Params = SFLParams
 

@@ -33,6 +33,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gflkit.options import keyword_defaults
+
 SCHEMES = ("iid", "shards", "shards_overlapping", "dirichlet", "natural")
 
 
@@ -434,6 +436,16 @@ def partition(labels: Tensor, scheme: str, num_clients: int, seed: int, **option
     return natural(groups, **options)
 
 
+def scheme_defaults(scheme: str) -> dict[str, Any]:
+    """The options of partition ``scheme`` that have a default, with their current defaults (``dirichlet``:
+    ``min_size``, ``max_tries``): what shapes a partition although no option names it."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown partition scheme {scheme!r}; choose one of {list(SCHEMES)}")
+    schemes = {"iid": iid, "shards": label_shards, "shards_overlapping": overlapping_shards, "dirichlet": dirichlet,
+               "natural": natural}
+    return keyword_defaults(schemes[scheme])
+
+
 __all__ = [
     "ClientSplit",
     "SCHEMES",
@@ -449,6 +461,7 @@ __all__ = [
     "overlap_fraction",
     "overlapping_shards",
     "partition",
+    "scheme_defaults",
     "split_by_marker",
     "train_test_split",
 ]

@@ -1,11 +1,15 @@
-"""A Flower deployment on this machine: a SuperLink and one SuperNode per client as real processes.
+"""Flower on this machine: a SuperLink and one SuperNode per client as real processes, or a SuperLink that
+simulates the clients, each run isolated from every other.
 
 What ``flower-superlink --insecure`` and ``flower-supernode --insecure --node-config "partition-id=k
 num-partitions=K"`` do on separate machines, on 127.0.0.1 with free ports — for the tests, the cost
-benchmark and trying the deployment path before taking it to real nodes::
+benchmark and trying the deployment path before taking it to real nodes; with ``simulation=True`` the
+SuperLink runs Flower's simulation runtime instead of waiting for SuperNodes (what ``flwr run`` starts as its
+managed local SuperLink, but on free ports and in a private ``FLWR_HOME``, so that two checkouts on one
+machine never share a SuperLink, and stopped when the block ends; ``gflkit flower`` runs it)::
 
-    with LocalDeployment(num_supernodes=6) as deployment:
-        deployment.run("flower_app", {"method": "sfl", "records": "/tmp/sfl.csv"})
+    with LocalDeployment(num_supernodes=6, env={"GFLKIT_FLOWER_RESULTS": "/tmp/flower"}) as deployment:
+        deployment.run("flower_app", {"method": "sfl", "records": "sfl.csv"})  # → /tmp/flower/sfl.csv
 
 Every process started is stopped when the block ends (also on an error or a KeyboardInterrupt) and the
 block's folder :attr:`LocalDeployment.home` removed: Flower's ``FLWR_HOME`` for the block, with the
@@ -21,6 +25,7 @@ long-lived ClientApp process: ``--isolation process`` hands the spawning to a se
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -73,6 +78,8 @@ class LocalDeployment:
         num_supernodes: SuperNodes to start; node ``k`` gets ``partition-id=k num-partitions=num_supernodes``.
         node_config: extra ``node_config`` entries for every node (e.g. ``{"data-root": "/data"}``).
         env: environment variables added for every process (e.g. ``GFLKIT_THREADS``).
+        simulation: simulate the ``num_supernodes`` nodes in the SuperLink (Flower's simulation runtime)
+            instead of starting SuperNode processes.
 
     Attributes:
         home: the block's ``FLWR_HOME`` (logs, the SuperLink's state, the connection ``flwr run`` uses).
@@ -80,10 +87,11 @@ class LocalDeployment:
     """
 
     def __init__(self, num_supernodes: int, node_config: Mapping[str, Any] | None = None,
-                 env: Mapping[str, str] | None = None):
+                 env: Mapping[str, str] | None = None, simulation: bool = False):
         if isinstance(num_supernodes, bool) or not isinstance(num_supernodes, int) or num_supernodes < 1:
             raise ValueError(f"num_supernodes must be a positive int, got {num_supernodes!r}")
         self.num_supernodes = num_supernodes
+        self.simulation = simulation
         self.node_config = dict(node_config or {})
         self.env = {**os.environ, **(env or {})}
         # Flower's processes start further Flower commands by name (flower-superexec, flwr-serverapp)
@@ -118,10 +126,10 @@ class LocalDeployment:
         port = free_port()
         address = f"127.0.0.1:{port}"
         self._spawn("superlink", _tool("flower-superlink"), "--insecure", "--host", "127.0.0.1", "--port", str(port),
-                    "--database", str(self.home / "state.db"))
+                    "--database", str(self.home / "state.db"), *(["--simulation"] if self.simulation else []))
         self.address = address
         _wait_for(address, self.home / "superlink.log")
-        for k in range(self.num_supernodes):
+        for k in range(0 if self.simulation else self.num_supernodes):
             config = {"partition-id": k, "num-partitions": self.num_supernodes, **self.node_config}
             node_port = free_port()
             node = self._spawn(f"supernode-{k}", _tool("flower-supernode"), "--insecure", "--superlink", address,
@@ -134,15 +142,19 @@ class LocalDeployment:
 
     def run(self, app: str | Path, run_config: Mapping[str, Any] | None = None, timeout: float = 600.0
             ) -> subprocess.CompletedProcess:
-        """``flwr run <app> local-deployment --stream`` with ``run_config`` overrides; returns the finished
-        command (its output in ``stdout``). Raises ``RuntimeError`` with the output's tail if it fails."""
+        """``flwr run <app> local-deployment --stream`` with ``run_config`` overrides, checked first
+        (:func:`check_app_run`); returns the finished command (its output in ``stdout``). A failed run
+        (``flwr run`` exits 0 after a ServerApp's error) raises :class:`FlowerRunError` naming the cause."""
+        check_app_run(app, run_config or {})
         command = [_tool("flwr"), "run", str(app), "local-deployment", "--stream"]
+        if self.simulation:
+            command += ["--federation-config", f"num-supernodes={self.num_supernodes}"]
         if run_config:
             command += ["--run-config", run_config_argument(run_config)]
         done = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=timeout)
-        if done.returncode != 0 or "Exit Code" in done.stdout + done.stderr:
-            tail = "\n".join((done.stdout + done.stderr).splitlines()[-30:])
-            raise RuntimeError(f"flwr run failed (exit {done.returncode}):\n{tail}")
+        output = done.stdout + done.stderr
+        if done.returncode != 0 or "Exit Code" in output:
+            raise FlowerRunError(failure_cause(output), output)
         return done
 
     def stop_node(self, partition: int) -> None:
@@ -161,6 +173,56 @@ class LocalDeployment:
                 _stop(process, signal.SIGKILL)
                 process.wait()
         shutil.rmtree(self.home, ignore_errors=True)
+
+
+class FlowerRunError(RuntimeError):
+    """A ``flwr run`` that failed: the message is the cause in one line, :attr:`output` all it printed."""
+
+    def __init__(self, cause: str, output: str):
+        super().__init__(f"flwr run failed: {cause}")
+        self.output = output
+
+
+def failure_cause(output: str) -> str:
+    """The line of ``flwr run``'s output that names why the run failed: the first exception raised (the
+    root of a chain such as Ray's start-up timeout → "Simulation Runtime crashed"), else Flower's exit code
+    line, else the last line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for pattern in (r"\b\w*(?:Error|Exception): .+", r"Exit Code: .+"):
+        found = [match.group(0) for line in lines for match in [re.search(pattern, line)] if match]
+        if found:
+            return found[0]
+    return lines[-1] if lines else "no output"
+
+
+def app_run_config(app: str | Path, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The run config the ServerApp of ``app`` will read: its ``[tool.flwr.app.config]`` (sub-tables
+    flattened with dots, as Flower does) with ``overrides`` on top."""
+    import tomllib
+
+    try:
+        project = tomllib.loads((Path(app) / "pyproject.toml").read_text())
+        table = project["tool"]["flwr"]["app"].get("config", {})
+    except (OSError, KeyError, tomllib.TOMLDecodeError) as error:
+        raise ValueError(f"{app} is not a Flower app project (its pyproject.toml has no [tool.flwr.app]: "
+                         f"{type(error).__name__})") from None
+
+    def flat(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for key, value in values.items():
+            found.update(flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+        return found
+
+    return {**flat(table), **overrides}
+
+
+def check_app_run(app: str | Path, overrides: Mapping[str, Any]) -> None:
+    """Refuse, in one line and before any process starts, a run of ``app`` with ``overrides`` that its
+    ServerApp would refuse (:func:`~gflkit.flower.run_config.settings_from_run_config`): a mistyped key
+    (named), a wrong value, a method the Flower adapter does not run."""
+    from gflkit.flower.run_config import settings_from_run_config
+
+    settings_from_run_config(app_run_config(app, overrides))
 
 
 def _wait_for(address: str, log: Path, timeout: float = 60.0) -> None:
@@ -183,4 +245,5 @@ def _stop(process: subprocess.Popen, sig: int) -> None:
         pass
 
 
-__all__ = ["LocalDeployment", "free_port", "run_config_argument"]
+__all__ = ["FlowerRunError", "LocalDeployment", "app_run_config", "check_app_run", "failure_cause", "free_port",
+           "run_config_argument"]

@@ -11,27 +11,37 @@ Example, from the template app project (``flower_app/``)::
     flwr run flower_app --run-config "method='sfl' rounds=5 method-options='{\\"graph\\": \\"learned\\"}'"
 
 Every mistake fails in one line naming the key, before any data are loaded.
+
+The ServerApp writes ``records`` and ``timing`` only inside one folder it owns, which the server's operator
+chooses (:func:`results_folder`: ``$GFLKIT_FLOWER_RESULTS``, by default ``results/flower`` under the
+ServerApp's working directory): whoever submits a run names a file there, never a path elsewhere on the server.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+from gflkit.algorithms import ALGORITHMS
 from gflkit.experiment import RunConfig
+from gflkit.flower.methods import check_method
 
 #: the app's own settings: key → (default, what it is)
 APP_KEYS: dict[str, tuple[Any, str]] = {
     "device": ("auto", "where each side computes: auto | cpu | cuda | cuda:N"),
-    "records": ("", "a CSV path where the ServerApp writes the run's records (empty: none)"),
-    "timing": ("", "a CSV path where the ServerApp writes each round's training seconds (empty: none)"),
+    "records": ("", "a CSV file name, in the app's results folder, for the run's records (empty: none)"),
+    "timing": ("", "a CSV file name, in the app's results folder, for each round's training seconds (empty: none)"),
     "round-timeout": (600.0, "seconds the server waits for one round's replies"),
     "connect-timeout": (120.0, "seconds the server waits for one node per client"),
 }
+#: the environment variable naming the folder the ServerApp writes its CSVs into
+RESULTS_ENV = "GFLKIT_FLOWER_RESULTS"
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 _HINTS = typing.get_type_hints(RunConfig)
 
@@ -107,11 +117,37 @@ def settings_from_run_config(run_config: Mapping[str, Any]) -> AppSettings:
     for key in ("records", "timing", "device"):
         if not isinstance(app[key], str):
             raise ValueError(f"run config key {key!r} takes a string, got {app[key]!r}")
+    for key in ("records", "timing"):
+        _check_file_name(key, app[key])
     for key in ("round-timeout", "connect-timeout"):
         if isinstance(app[key], bool) or not isinstance(app[key], (int, float)) or not app[key] > 0:
             raise ValueError(f"run config key {key!r} takes a positive number of seconds, got {app[key]!r}")
+    if fields.get("method") in ALGORITHMS:  # refused by name before the method's own checks of the run
+        check_method(fields["method"])
     return AppSettings(RunConfig(**fields), device=app["device"], records=app["records"], timing=app["timing"],
                        round_timeout=float(app["round-timeout"]), connect_timeout=float(app["connect-timeout"]))
 
 
-__all__ = ["APP_KEYS", "AppSettings", "settings_from_run_config"]
+def _check_file_name(key: str, name: str) -> None:
+    """``name`` is empty or a relative ``*.csv`` path that stays inside the results folder."""
+    path = PurePosixPath(name)
+    if name and (path.is_absolute() or ".." in path.parts or "\\" in name or path.suffix != ".csv"):
+        raise ValueError(f"run config key {key!r} takes a CSV file name inside the app's results folder "
+                         f"(${RESULTS_ENV}), e.g. 'records.csv'; got {name!r}")
+
+
+def results_folder() -> Path:
+    """The folder the ServerApp writes into: ``$GFLKIT_FLOWER_RESULTS``, else ``results/flower`` (absolute)."""
+    return Path(os.environ.get(RESULTS_ENV) or Path("results") / "flower").resolve()
+
+
+def output_path(key: str, name: str, folder: Path) -> Path:
+    """Where the file ``name`` of run config key ``key`` is written: inside ``folder``, links included."""
+    _check_file_name(key, name)
+    path = (folder / name).resolve()
+    if not path.is_relative_to(folder.resolve()):
+        raise ValueError(f"run config key {key!r}: {name!r} leads out of the results folder {folder} (a link)")
+    return path
+
+
+__all__ = ["APP_KEYS", "AppSettings", "RESULTS_ENV", "output_path", "results_folder", "settings_from_run_config"]

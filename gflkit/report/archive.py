@@ -185,8 +185,20 @@ def archived_csvs(folder: Path) -> list[Path]:
     return sorted(path for path in folder.glob("*.csv") if not path.name.endswith("records.csv"))
 
 
+def _check_archivable(path: Path) -> None:
+    """Only a regular file of the results folder itself is copied into docs/ (ready to commit): a link
+    could bring the text of any file it points to."""
+    if path.is_symlink() or not path.is_file():
+        what = f"a link to {os.readlink(path)}" if path.is_symlink() else "not a regular file"
+        raise NotebookError(f"{path} is {what}; the archive copies only the results folder's own CSV files "
+                            "(remove it and run the archive again)")
+
+
 def _replace_csvs(source: Path, target: Path) -> None:
-    """Make ``target``'s CSVs exactly ``source``'s archived ones (each written atomically)."""
+    """Make ``target``'s CSVs exactly ``source``'s archived ones (each written atomically); nothing is
+    written when one of them is not a regular file of ``source``."""
+    for path in archived_csvs(source):
+        _check_archivable(path)
     target.mkdir(parents=True, exist_ok=True)
     written = {path.name for path in archived_csvs(source)}
     for path in archived_csvs(source):

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from gflkit.algorithms import Algorithm, register_method, registered_methods
 from gflkit.data import data_root as resolve_data_root
 from gflkit.experiment import Run, RunConfig, as_run, run, stored_key
 from gflkit.progress import outer_progress, progress_bar
@@ -106,7 +107,7 @@ def run_on_ray(configs: Sequence[RunConfig], runtime: Runtime) -> list[pd.DataFr
     task = ray.remote(_run_in_worker).options(num_cpus=1, num_gpus=int(device_type == "cuda"),
                                               max_retries=MAX_RETRIES)
     shared = (str(resolve_data_root(runtime.data_root)), str(store.root.absolute()), device_type,
-              resolve_local_training(runtime.local_training))
+              resolve_local_training(runtime.local_training), registered_methods())
     pending = {task.remote(config, *shared): config for config in runs.values()
                if store.load(stored_key(config, device_type)) is None}
     with progress_bar(None, desc="runs", total=len(runs), initial=len(runs) - len(pending), unit="run", leave=True,
@@ -190,9 +191,14 @@ def connect(ray: Any, address: str | None = None) -> None:
         ray.init(address=address)
 
 
-def _run_in_worker(config: RunConfig, data_root: str, store_root: str, device: str, local_training: str) -> None:
+def _run_in_worker(config: RunConfig, data_root: str, store_root: str, device: str, local_training: str,
+                   methods: dict[str, type[Algorithm]]) -> None:
     """One Ray task: compute (or resume, or re-use) ``config`` into the store at ``store_root``, with the
-    driver's data root, device type and local training (resolved there: a worker's environment may differ)."""
+    driver's data root, device type and local training (resolved there: a worker's environment may differ)
+    and the methods registered on the driver (:func:`~gflkit.algorithms.register_method`; Ray ships a class
+    defined in a notebook by value)."""
+    for method in methods.values():
+        register_method(method)
     runtime = Runtime(data_root, device, ResultStore(store_root), local_training, threads=WORKER_THREADS)
     run(config, runtime, progress=False)
 

@@ -199,6 +199,28 @@ def test_every_paper_notebook_builds_one_runtime_from_its_parameters_and_passes_
                          for call in grids), [ast.unparse(call) for call in grids]
 
 
+def test_a_method_registered_in_the_driver_runs_on_ray_workers(local_ray, tmp_path):
+    """A method defined in a notebook (here: inside this test) reaches the workers with each task."""
+    from gflkit.algorithms import ALGORITHMS, FedAvg, register_method
+
+    @register_method
+    class TrimmedMean(FedAvg):
+        name = "trimmed_mean"
+
+        def aggregate(self, fed, clients, updates, round):
+            ordered = updates.sort(dim=0).values
+            fed.global_model = ordered[1:-1].mean(dim=0)
+
+    try:
+        grid = [RunConfig(**SMALL, method="trimmed_mean", seed=seed) for seed in (0, 1)]
+        on_ray = run_grid(grid, Runtime(device="cpu", store=ResultStore(tmp_path / "ray"), executor="ray"))
+        serial = run_grid(grid, Runtime(device="cpu", store=ResultStore(tmp_path / "serial")))
+        pd.testing.assert_frame_equal(on_ray, serial)
+        assert stored_records(tmp_path / "ray") == stored_records(tmp_path / "serial")
+    finally:
+        ALGORITHMS.pop("trimmed_mean", None)
+
+
 def test_precompute_on_ray_stores_the_runs_serial_precompute_stores(local_ray, tmp_path):
     assert main(["precompute", "fedska", "--profile", "smoke", "--section", "table1", "--method", "local",
                  "--results", str(tmp_path / "ray"), "--device", "cpu", "--executor", "ray"]) == 0

@@ -35,6 +35,40 @@ ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
     Local, FedAvg, FedProx, Ditto, IFCA, FedU, SFL, FedSKA, CFL, FedAMP, PFedGraph, JGESR, JGESRExtrapolated, TwoStep, MOON, FedVGAE,
     GCFLPlus, FedSage, FedPub, FedAtt, FedPer, LGFedAvg, Scaffold, FedCG, FedCGKMeans,
 )}
+#: the methods gflkit itself defines; the others in :data:`ALGORITHMS` were added by :func:`register_method`
+BUILT_IN = frozenset(ALGORITHMS)
+
+
+def register_method(cls: type[Algorithm]) -> type[Algorithm]:
+    """Class decorator: make the method ``cls`` runnable by its ``name`` without editing gflkit —
+    ``RunConfig(method=cls.name)``, the result store and the Ray executor (which ships a method defined in a
+    notebook to its workers) all find it::
+
+        @register_method
+        class Mine(FedAvg):
+            name = "mine"
+
+    Registering a class again under its name (a notebook cell run twice) replaces it; a name that another
+    class holds, a built-in method's included, is refused (``ValueError``), as is anything but an
+    :class:`Algorithm` subclass with a non-empty identifier as ``name`` (``TypeError`` / ``ValueError``).
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
+        raise TypeError(f"register_method takes a subclass of gflkit.algorithms.Algorithm, got {cls!r}")
+    if not isinstance(cls.name, str) or not cls.name.isidentifier():
+        raise ValueError(f"{cls.__qualname__}.name must be a non-empty identifier such as 'my_method', "
+                         f"got {cls.name!r}")
+    held = ALGORITHMS.get(cls.name)
+    if held is not None and (cls.name in BUILT_IN or (held.__module__, held.__qualname__) !=
+                             (cls.__module__, cls.__qualname__)):
+        raise ValueError(f"the method name {cls.name!r} is taken by {held.__module__}.{held.__qualname__}; "
+                         "choose another name")
+    ALGORITHMS[cls.name] = cls
+    return cls
+
+
+def registered_methods() -> dict[str, type[Algorithm]]:
+    """The methods :func:`register_method` added, by name (what a Ray worker must register too)."""
+    return {name: cls for name, cls in ALGORITHMS.items() if name not in BUILT_IN}
 
 
 def build_algorithm(name: str, **options: Any) -> Algorithm:
@@ -56,7 +90,8 @@ def method_communication(fed: "Federation", name: str, **options: Any) -> Commun
 
 
 __all__ = [
-    "Algorithm", "ALGORITHMS", "build_algorithm", "method_communication",
+    "Algorithm", "ALGORITHMS", "BUILT_IN", "build_algorithm", "method_communication", "register_method",
+    "registered_methods",
     "FedAvg", "FedProx", "Local", "Ditto", "IFCA", "FedU", "SFL", "FedSKA", "CFL", "FedAMP", "PFedGraph",
     "JGESR", "JGESRExtrapolated", "TwoStep", "MOON", "FedVGAE", "GCFLPlus", "FedSage", "FedPub", "FedAtt", "FedPer", "LGFedAvg", "Scaffold", "FedCG", "FedCGKMeans",
 ]

@@ -210,16 +210,21 @@ def test_gflkit_flower_runs_an_isolated_simulation_that_gives_the_engines_number
     assert subprocess.run(["pgrep", "-f", "gflkit-flower-"], capture_output=True).returncode == 1, "a process left"
 
 
-def test_a_failed_flower_run_exits_non_zero_naming_the_cause(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("variable, below", [
+    ("RAY_TMPDIR", "ray"),  # Ray's start-up cannot make its session folder: the simulation never starts
+    (RESULTS_ENV, ""),  # the ServerApp cannot make its results folder after the rounds
+])
+def test_a_failed_flower_run_exits_non_zero_naming_the_cause(variable, below, tmp_path, monkeypatch, capsys):
     from gflkit.cli import main
 
     taken = tmp_path / "a-file"
     taken.write_text("")
-    monkeypatch.setenv(RESULTS_ENV, str(taken))  # the ServerApp cannot make its results folder there
+    monkeypatch.setenv(variable, str(taken / below))
     monkeypatch.setenv("GFLKIT_THREADS", "1")
     assert main(["flower", str(APP), "--run-config", "rounds=1 records='records.csv'"]) == 1
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("gflkit flower: flwr run failed: ") and "Error: " in last and "a-file" in last, last
+    assert subprocess.run(["pgrep", "-f", "gflkit-flower-"], capture_output=True).returncode == 1, "a process left"
 
 
 @pytest.mark.parametrize("run_config, says", [

@@ -169,6 +169,7 @@ PAPERS: Mapping[str, Paper] = MappingProxyType({paper.name: paper for paper in (
         FigureSpec("critical_difference_seeds.png", "benchmark_critical_difference", "clients*.csv",
                    "Critical-difference diagrams of each seed and of the mean over seeds"),
     ), continues={"benchmark_paper": ("benchmark_paper1",)}),
+    Paper("your_method", "Write your own method", ("smoke", "ci"), archived={"ci": {}}, claims=False),
     Paper("flower", "Engine and Flower", ("smoke", "ci", "paper"), grids=False, archived={"smoke": {}},
           page="engine", claims=False, notebook_figures=False),
 )})

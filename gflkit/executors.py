@@ -2,7 +2,9 @@
 
 ``serial`` computes them one after another in this process (the default). ``ray`` makes each run not
 yet stored a Ray task (https://docs.ray.io) that calls :func:`~gflkit.experiment.run` in a worker with
-one torch thread, so N workers on N cores do not oversubscribe them. Ray schedules the tasks; gflkit
+the runtime's ``threads`` torch threads (one by default), holding as many of Ray's CPUs, so the workers do not
+oversubscribe the cores. Every other field of the :class:`~gflkit.runtime.Runtime` reaches the workers too: the
+data root, the device type, the store and the local training, resolved on the driver. Ray schedules the tasks; gflkit
 does not. The workers write into the grid's :class:`~gflkit.results.ResultStore` and the grid reads
 the records back from it, so the results folder and the data root must be paths every worker sees
 (the same path on a shared filesystem when the cluster has several machines), and every worker needs
@@ -29,7 +31,7 @@ from gflkit.runtime import Runtime, resolve_local_training
 
 #: How often Ray runs a task again after its worker died (the run resumes from its checkpoint).
 MAX_RETRIES = 3
-#: torch threads per Ray worker — one task per core.
+#: torch threads per Ray task when the runtime names none — one task per core.
 WORKER_THREADS = 1
 
 
@@ -104,10 +106,11 @@ def run_on_ray(configs: Sequence[RunConfig], runtime: Runtime) -> list[pd.DataFr
     device_type = runtime.torch_device().type
     store = runtime.store
     runs = {config_key(stored_key(c, device_type)): c for c in configs}  # a run twice in the grid is one task
-    task = ray.remote(_run_in_worker).options(num_cpus=1, num_gpus=int(device_type == "cuda"),
+    threads = runtime.threads or WORKER_THREADS
+    task = ray.remote(_run_in_worker).options(num_cpus=threads, num_gpus=int(device_type == "cuda"),
                                               max_retries=MAX_RETRIES)
     shared = (str(resolve_data_root(runtime.data_root)), str(store.root.absolute()), device_type,
-              resolve_local_training(runtime.local_training), registered_methods())
+              resolve_local_training(runtime.local_training), threads, registered_methods())
     pending = {task.remote(config, *shared): config for config in runs.values()
                if store.load(stored_key(config, device_type)) is None}
     with progress_bar(None, desc="runs", total=len(runs), initial=len(runs) - len(pending), unit="run", leave=True,
@@ -192,14 +195,14 @@ def connect(ray: Any, address: str | None = None) -> None:
 
 
 def _run_in_worker(config: RunConfig, data_root: str, store_root: str, device: str, local_training: str,
-                   methods: dict[str, type[Algorithm]]) -> None:
+                   threads: int, methods: dict[str, type[Algorithm]]) -> None:
     """One Ray task: compute (or resume, or re-use) ``config`` into the store at ``store_root``, with the
-    driver's data root, device type and local training (resolved there: a worker's environment may differ)
-    and the methods registered on the driver (:func:`~gflkit.algorithms.register_method`; Ray ships a class
-    defined in a notebook by value)."""
+    driver's data root, device type and local training (resolved there: a worker's environment may differ),
+    ``threads`` torch threads (the CPUs the task holds) and the methods registered on the driver
+    (:func:`~gflkit.algorithms.register_method`; Ray ships a class defined in a notebook by value)."""
     for method in methods.values():
         register_method(method)
-    runtime = Runtime(data_root, device, ResultStore(store_root), local_training, threads=WORKER_THREADS)
+    runtime = Runtime(data_root, device, ResultStore(store_root), local_training, threads=threads)
     run(config, runtime, progress=False)
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -34,6 +33,7 @@ from gflkit.defaults import (EARLIER_DATA_DEFAULTS, EARLIER_MODEL_DEFAULTS, EARL
                              EARLIER_TASK_DEFAULTS)
 from gflkit.engine import Schedule, run_rounds
 from gflkit.federation import Federation, GraphFederation
+from gflkit.fields import POOLS, TEST_SPLITS, check_plain_fields
 from gflkit.models import MODELS, build_model
 from gflkit.models.base import FeatureModel
 from gflkit.options import added_field, keyed, keyed_options, keyword_defaults
@@ -41,15 +41,6 @@ from gflkit.runtime import Runtime, resolve_device
 from gflkit.seeding import HELD_OUT_CLIENTS, MODEL_INIT, derive_seed
 from gflkit.tasks import GRAPH_TASKS, TASKS, build_task
 from gflkit.training import TrainConfig
-
-POOLS = ("all", "train")
-TEST_SPLITS = ("client", "matched")
-#: RunConfig fields that are counts, and those that are real numbers (no bools, no NaN); some may be None.
-INTEGER_FIELDS = ("num_clients", "max_samples", "rounds", "clients_per_round", "eval_every", "local_epochs",
-                  "batch_size", "seed")
-REAL_FIELDS = ("test_ratio", "held_out", "lr", "momentum", "weight_decay")
-OPTIONAL_FIELDS = ("max_samples", "clients_per_round", "test_ratio")
-
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -145,6 +136,7 @@ class RunConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_plain_fields({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
         if self.dataset not in dataset_names():
             raise ValueError(f"unknown dataset {self.dataset!r}; choose one of {dataset_names()}")
         of_kind = f" for the {'graph' if self.is_graph else 'sample'} dataset {self.dataset!r}"
@@ -159,21 +151,10 @@ class RunConfig:
         for what, (value, valid, context) in choices.items():
             if value not in valid:
                 raise ValueError(f"unknown {what} {value!r}{context}; choose one of {list(valid)}")
-        self._check_number_types()
-        if self.rounds < 1:
-            raise ValueError(f"rounds must be a positive number of communication rounds, got {self.rounds}")
-        if self.num_clients < 1:
-            raise ValueError(f"num_clients must be >= 1, got {self.num_clients}")
-        if self.test_ratio is not None and not 0 < self.test_ratio < 1:
-            raise ValueError(f"test_ratio must lie in (0, 1) or be None, got {self.test_ratio}")
         self._check_test_split()
-        if not 0 <= self.held_out < 1:
-            raise ValueError(f"held_out must be a fraction of the clients in [0, 1), got {self.held_out}")
         if self.held_out and self.is_graph:
             raise ValueError("held_out clients are for sample datasets; subgraph clients have their own "
                              "validation and test splits (partition_options)")
-        if self.max_samples is not None and self.max_samples < self.num_clients:
-            raise ValueError(f"max_samples ({self.max_samples}) must be at least num_clients ({self.num_clients})")
         # rejects unknown or invalid method options, and options that do not fit num_clients
         algorithm = build_algorithm(self.method, **self.method_options)
         algorithm.check(self.num_clients)
@@ -197,22 +178,6 @@ class RunConfig:
     def replace(self, **changes: Any) -> "RunConfig":
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
-
-    def _check_number_types(self) -> None:
-        """Raise ``ValueError`` for a count that is not an integer (``rounds=2.5``, ``rounds=True``) or a
-        rate that is not a finite number (``lr=nan``), before anything runs."""
-        for name in INTEGER_FIELDS:
-            value = getattr(self, name)
-            if value is None and name in OPTIONAL_FIELDS:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be an integer, got {value!r}")
-        for name in REAL_FIELDS:
-            value = getattr(self, name)
-            if value is None and name in OPTIONAL_FIELDS:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite number, got {value!r}")
 
     def _check_test_split(self) -> None:
         """Raise ``ValueError`` unless ``test_split`` fits the rest of the config."""

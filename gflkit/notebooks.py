@@ -23,6 +23,7 @@ from gflkit import staging
 from gflkit.atomic import disk_full
 from gflkit.catalog import PAPERS
 from gflkit.data.registry import ENV_ROOT, data_root
+from gflkit.fields import check_plain_fields, check_sweep_not_emptied
 from gflkit.lifeline import ENV_PARENT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,7 +144,7 @@ def _assigned(node: ast.stmt) -> list[ast.expr]:
 def check_parameters(name: str, parameters: dict[str, Any]) -> dict[str, Any]:
     """``parameters`` for notebook ``name``, validated before any kernel starts: every name must be one of
     the notebook's parameters, ``seeds`` one integer (made a list) or a list of integers, ``overrides`` a
-    dict. Raises :class:`NotebookError` saying what was wrong and how to fix it."""
+    dict whose plain values fit (:func:`~gflkit.fields.check_plain_fields`; no sweep entry emptied). Raises :class:`NotebookError` saying what was wrong and how to fix it."""
     accepted = notebook_parameters(name)
     unknown = sorted(set(parameters) - set(accepted))
     if unknown:
@@ -161,6 +162,11 @@ def check_parameters(name: str, parameters: dict[str, Any]) -> dict[str, Any]:
     if overrides is not None and not isinstance(overrides, dict):
         raise NotebookError(f"overrides must be a dict with quoted keys, e.g. -p 'overrides={{\"rounds\": 3}}'; "
                             f"got {overrides!r}")
+    try:  # the values that need no registry, before torch is imported
+        check_plain_fields(overrides or {})
+        check_sweep_not_emptied(overrides or {})
+    except ValueError as error:
+        raise NotebookError(f"override {error}") from None
     return checked
 
 

@@ -13,11 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from gflkit.experiment import RunConfig
-
-
-#: Sweep entries every table of a notebook is built from (its methods, the benchmark's settings, FedSKA's
-#: Table 1 shards): an override may not empty them (a section's own entries may be emptied to skip it).
-NONEMPTY_SWEEP = ("methods", "variants", "settings", "shards")
+from gflkit.fields import check_sweep_not_emptied
 
 
 @dataclass(frozen=True)
@@ -110,10 +106,7 @@ def resolve_profile(
             raise ValueError(f"override {key} is a sweep entry and takes a list, e.g. {{{key!r}: "
                              f"{list(profile.sweep[key])[:1]}}}; got {overrides[key]!r}")
     sweep = {**profile.sweep, **{k: tuple(v) for k, v in overrides.items() if k in profile.sweep}}
-    emptied = [key for key in NONEMPTY_SWEEP if key in sweep and not sweep[key]]
-    if emptied:
-        raise ValueError(f"sweep entry {emptied[0]!r} is empty: every table of the notebook is built from it; "
-                         f"name at least one, e.g. {{{emptied[0]!r}: {list(profile.sweep[emptied[0]])[:1]}}}")
+    check_sweep_not_emptied(sweep, profile.sweep)
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         seeds = (seeds,)  # ``-p seeds=1``: one seed
     if seeds is not None and (isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence)):

@@ -68,6 +68,11 @@ class Layout:
         """Mask of the trainable parameters (buffers such as BatchNorm statistics excluded)."""
         return self.mask(lambda e: not e.is_buffer, device)
 
+    @property
+    def parameter_names(self) -> list[str]:
+        """The names of the trainable parameters, in order (those of :meth:`FlatModule.parameters_as_views`)."""
+        return [e.name for e in self.entries if not e.is_buffer]
+
     def split(self, vector: Tensor) -> dict[str, Tensor]:
         """Views of ``vector`` shaped like the module's tensors, keyed by name."""
         return {e.name: vector[e.slice].view(e.shape) for e in self.entries}

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from gflkit.algorithms import ALGORITHMS, build_algorithm
+from gflkit.algorithms import ALGORITHMS, Method, build_algorithm
 from gflkit.algorithms.base import Algorithm, weighted_mean
 from gflkit.engine import Schedule, run_rounds
 
@@ -99,4 +99,8 @@ def test_every_method_declares_the_hooks_it_overrides(name):
     overrides_client_update = cls.client_update is not Algorithm.client_update
     assert (cls.client_step == "one_by_one") == overrides_client_update, \
         f"{name}: client_update {'is' if overrides_client_update else 'is not'} overridden: declare client_step"
-    assert cls.adds_local_loss == (cls.local_loss is not Algorithm.local_loss), f"{name}: declare adds_local_loss"
+    if issubclass(cls, Method):  # the surface declares it from whether local_penalty is overridden
+        writes_loss = cls.local_penalty is not Method.local_penalty
+    else:
+        writes_loss = cls.local_loss is not Algorithm.local_loss
+    assert cls.adds_local_loss == writes_loss, f"{name}: declare adds_local_loss"

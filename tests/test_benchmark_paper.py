@@ -469,3 +469,42 @@ def test_derive_returns_every_file_of_the_notebook_from_its_records():
     assert sorted(headline["setting"]) == sorted(settings) and set(headline["deciding baseline"]) == {"ditto"}
     assert list(tables["cost.csv"]["method"]) == ["fedavg", "fedska"] and "on_front" in tables["pareto.csv"]
     assert tables["records.csv"] is records
+
+
+def test_an_entrant_runs_in_every_setting_and_seed_on_the_profiles_protocol():
+    from gflkit.papers.your_method import PROFILES
+
+    params = PROFILES["smoke"]
+    entrant = benchmark.Entrant("mine", "fedprox", {"mu": 0.5}, protocol="local")
+    runs = benchmark.entrant_runs(params, entrant)
+    assert [(r.labels["variant"], r.labels["setting"], r.config.seed) for r in runs] == [
+        ("mine", s, seed) for s in params.sweep["settings"] for seed in params.seeds]
+    fedavg = benchmark.method_config(params, "fedavg", params.sweep["settings"][0], 0)
+    mine = runs[0].config
+    assert (mine.method, mine.method_options["mu"], mine.evaluate) == ("fedprox", 0.5, "local")
+    assert mine.replace(method="fedavg", method_options={}, evaluate="server") == fedavg, "the same protocol"
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"label": "fedavg"}, "entrant label 'fedavg' is a benchmark method's"),
+    ({"label": "mine", "protocol": "global"}, "entrant protocol must be one of"),
+])
+def test_a_bad_entrant_is_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        benchmark.Entrant(**{"method": "fedavg", **options})
+
+
+def test_an_entrant_is_ordered_after_the_benchmarks_methods_and_decided_against_the_baselines_asked_for():
+    import pandas as pd
+
+    assert benchmark.method_order(["mine", "ditto", "fedavg", "mine"]) == ["fedavg", "ditto", "mine"]
+    rows = [{"variant": variant, "setting": "shards q=2", "seed": seed, "client": client, "round": 4,
+             "accuracy_own": level + seed + (client % 3)}
+            for variant, level in (("mine", 90.0), ("ditto", 80.0), ("fedavg", 70.0))
+            for seed in range(3) for client in range(10)]
+    clients = pd.DataFrame(rows)
+    table = benchmark.headline_comparisons(clients, ["mine", "ditto", "fedavg"], headlines={"mine": "yours"},
+                                           baselines=["ditto", "fedavg"])
+    assert table[["paper", "method", "deciding baseline"]].values.tolist() == [["yours", "mine", "ditto"]]
+    assert table["verdict (beats every baseline)"].tolist() == ["reproduced"]
+    assert list(benchmark.seed_table(clients).index) == ["fedavg", "ditto", "mine"]

@@ -221,6 +221,72 @@ def test_a_method_registered_in_the_driver_runs_on_ray_workers(local_ray, tmp_pa
         ALGORITHMS.pop("trimmed_mean", None)
 
 
+def runtime_probe():
+    """A method that keeps, as its run's artifacts, what the process that trains it sees: torch's threads, the
+    federation's device and its local-training mode (defined in a function, so Ray ships it by value)."""
+    from gflkit.algorithms import FedAvg
+    from gflkit.local_training import LOCAL_TRAINING
+
+    class RuntimeProbe(FedAvg):
+        name = "runtime_probe"
+
+        def setup(self, fed):
+            super().setup(fed)
+            self.seen = {"threads": torch.tensor(torch.get_num_threads()),
+                         "cpu": torch.tensor(fed.device.type == "cpu"),
+                         "mode": torch.tensor(list(LOCAL_TRAINING).index(fed.trainer.mode))}
+
+        def artifacts(self):
+            return self.seen
+
+    return RuntimeProbe
+
+
+@pytest.fixture
+def probe():
+    from gflkit.algorithms import ALGORITHMS, register_method
+
+    method = register_method(runtime_probe())
+    threads = torch.get_num_threads()
+    yield method
+    torch.set_num_threads(threads)
+    ALGORITHMS.pop(method.name, None)
+
+
+@pytest.mark.parametrize("executor", ["serial", "ray"])
+@pytest.mark.parametrize("field", ["data_root", "device", "store", "local_training", "threads"])
+def test_every_runtime_field_reaches_the_process_that_trains(field, executor, probe, request, tmp_path):
+    """One Runtime, each of its fields changed alone, seen where the run trains, on either executor."""
+    from gflkit.experiment import stored_artifacts
+    from gflkit.local_training import LOCAL_TRAINING
+
+    if executor == "ray":
+        request.getfixturevalue("local_ray")
+    store = ResultStore(tmp_path / "store")
+    config = RunConfig(**{**SMALL, "rounds": 1}, method="runtime_probe")
+    if field == "data_root":  # a root without MNIST: the worker's loader names that root, not another
+        empty = tmp_path / "empty-root"
+        empty.mkdir()
+        runtime = Runtime(data_root=empty, device="cpu", store=store, executor=executor)
+        with pytest.raises(Exception, match="empty-root"):
+            run_grid([config.replace(dataset="mnist", max_samples=100)], runtime)
+        return
+    changes = {"device": {"device": "cpu"}, "store": {}, "local_training": {"local_training": "sequential"},
+               "threads": {"threads": 2}}[field]
+    runtime = Runtime(**{"device": "cpu", **changes}, store=store, executor=executor)
+    records = run_grid([config], runtime)
+    seen = stored_artifacts(config, runtime)
+    assert len(list((tmp_path / "store").glob("*/records.csv"))) == 1, "the run is stored where the runtime says"
+    assert bool(seen["cpu"])
+    expected_mode = "sequential" if field == "local_training" else "auto"
+    assert list(LOCAL_TRAINING)[int(seen["mode"])] == expected_mode
+    assert (records["local_training"] == ("sequential" if field == "local_training" else "batched")).all()
+    if field == "threads":
+        assert int(seen["threads"]) == 2
+    elif executor == "ray":
+        assert int(seen["threads"]) == WORKER_THREADS
+
+
 def test_precompute_on_ray_stores_the_runs_serial_precompute_stores(local_ray, tmp_path):
     assert main(["precompute", "fedska", "--profile", "smoke", "--section", "table1", "--method", "local",
                  "--results", str(tmp_path / "ray"), "--device", "cpu", "--executor", "ray"]) == 0

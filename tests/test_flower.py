@@ -76,6 +76,7 @@ def spy(log: list):
 
 @pytest.mark.parametrize("method, changes", [
     ("fedavg", {}), ("ifca", {}), ("fedu", {}), ("pfedgraph", {}), ("local", {}), ("fedamp", {}), ("fedper", {}),
+    ("fedatt", {}),  # on the public surface: its split follows from the Method class
     ("pdca", {"channel": {"noise_scale": 0.1, "missing_rate": 0.1}}),  # JGESR reads the channel's upload mask
 ], ids=lambda value: value if isinstance(value, str) else "")
 def test_flower_reproduces_the_engine(method, changes):
@@ -89,6 +90,29 @@ def test_fedprox_partial_participation_matches_the_batched_engine():
     run = run_flower(cfg, Runtime(device="cpu"))
     assert_same_numbers(cfg, run, local_training="auto", atol=1e-5)
     assert sorted(set(run.records()["round"])) == [2, 3]
+
+
+def test_a_personalised_method_on_the_public_surface_runs_in_flower_and_sends_each_client_its_row():
+    from gflkit.algorithms import ALGORITHMS, Method, register_method
+
+    class RingMean(Method):
+        name = "ring_mean"
+        personalised = True
+
+        def aggregate_models(self, uploads):
+            return 0.5 * (uploads.models + uploads.models.roll(1, dims=0))
+
+    register_method(RingMean)
+    try:
+        assert "ring_mean" in supported_methods()
+        cfg = config("ring_mean")
+        log: list = []
+        assert_same_numbers(cfg, run_flower(cfg, Runtime(device="cpu"), mods=[spy(log)]))
+        dim = build_federation(cfg, Runtime(device="cpu")).dim
+        assert all(set(e["down"]) == {"fed.models"} and e["down"]["fed.models"].shape == (dim,)
+                   for e in log if e["type"] == "train")
+    finally:
+        ALGORITHMS.pop("ring_mean")
 
 
 def test_sfl_personalised_rows_reach_only_their_client():

@@ -210,6 +210,51 @@ def test_gflkit_flower_runs_an_isolated_simulation_that_gives_the_engines_number
     assert subprocess.run(["pgrep", "-f", "gflkit-flower-"], capture_output=True).returncode == 1, "a process left"
 
 
+RING_MEAN = '''"""A method of a package of its own, declared as a gflkit.methods entry point."""
+from gflkit.algorithms import Method
+
+
+class RingMean(Method):
+    name = "ring_mean"
+    personalised = True
+
+    def aggregate_models(self, uploads):
+        return 0.5 * (uploads.models + uploads.models.roll(1, dims=0))
+'''
+
+
+@pytest.fixture
+def installed_method(tmp_path, monkeypatch):
+    """A package ``ring_mean_method`` installed under ``tmp_path / "site"`` (on ``PYTHONPATH`` for every process
+    the test starts) that declares the method ``ring_mean`` as an entry point; registered here too."""
+    from gflkit.algorithms import ALGORITHMS, register_entry_points
+
+    site = tmp_path / "site"
+    (site / "ring_mean_method-1.0.dist-info").mkdir(parents=True)
+    (site / "ring_mean_method.py").write_text(RING_MEAN)
+    (site / "ring_mean_method-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: ring-mean-method\nVersion: 1.0\n")
+    (site / "ring_mean_method-1.0.dist-info" / "entry_points.txt").write_text(
+        "[gflkit.methods]\nring_mean = ring_mean_method:RingMean\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    register_entry_points()
+    yield
+    ALGORITHMS.pop("ring_mean", None)
+
+
+def test_a_method_installed_as_an_entry_point_runs_through_gflkit_flower(installed_method, tmp_path, monkeypatch,
+                                                                           capsys):
+    """The ServerApp's and the ClientApps' processes find the method by its entry point alone."""
+    from gflkit.cli import main
+
+    monkeypatch.setenv(RESULTS_ENV, str(tmp_path))
+    monkeypatch.setenv("GFLKIT_THREADS", "1")
+    assert main(["flower", str(APP), "--run-config", "method='ring_mean' records='records.csv'"]) == 0, \
+        capsys.readouterr().err[-3000:]
+    assert_engine_numbers(template_config(method="ring_mean"), tmp_path / "records.csv")
+
+
 @pytest.mark.parametrize("variable, below", [
     ("RAY_TMPDIR", "ray"),  # Ray's start-up cannot make its session folder: the simulation never starts
     (RESULTS_ENV, ""),  # the ServerApp cannot make its results folder after the rounds

@@ -54,7 +54,7 @@ def test_fedprox_under_partial_sharing_anchors_the_readout_at_the_clients_own():
     fed = make_graph_federation("node_classification")
     algorithm = build_algorithm("fedprox", share="encoder")
     run_rounds(fed, algorithm, Schedule(1), progress=False)
-    anchor = algorithm.anchor(fed, 0)
+    anchor = algorithm.local_context(fed, 0)["start"]
     assert torch.equal(anchor[~algorithm.shared], fed.models[0][~algorithm.shared])
     assert not torch.equal(anchor[~algorithm.shared], fed.global_model[~algorithm.shared])
     assert torch.equal(anchor[algorithm.shared], fed.global_model[algorithm.shared])

@@ -1,6 +1,16 @@
-"""Federated methods, one module each, registered by name."""
+"""Federated methods, one module each, registered by name.
+
+Besides gflkit's own, a method registers with :func:`register_method` (a notebook's or a script's), or is
+declared by an installed package as an entry point of the group ``gflkit.methods`` (its name the method's
+``name``, its object the class), which every process importing gflkit registers — the Flower app's and Ray's
+workers included::
+
+    [project.entry-points."gflkit.methods"]
+    graph_smooth = "my_package.methods:GraphSmooth"
+"""
 from __future__ import annotations
 
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from gflkit.algorithms.base import Algorithm
@@ -22,6 +32,7 @@ from gflkit.algorithms.ifca import IFCA
 from gflkit.algorithms.jgesr import JGESR, JGESRExtrapolated, TwoStep
 from gflkit.algorithms.lgfedavg import LGFedAvg
 from gflkit.algorithms.local import Local
+from gflkit.algorithms.method import Method, Uploads
 from gflkit.algorithms.moon import MOON
 from gflkit.algorithms.pfedgraph import PFedGraph
 from gflkit.algorithms.scaffold import Scaffold
@@ -71,6 +82,29 @@ def registered_methods() -> dict[str, type[Algorithm]]:
     return {name: cls for name, cls in ALGORITHMS.items() if name not in BUILT_IN}
 
 
+#: the entry-point group an installed package declares its methods in
+ENTRY_POINT_GROUP = "gflkit.methods"
+
+
+def register_entry_points() -> None:
+    """Register every method installed packages declare in :data:`ENTRY_POINT_GROUP` (done once, when
+    :mod:`gflkit.algorithms` is imported). An entry point that fails to load, or whose class is not a method
+    of that name, raises ``ImportError`` naming it."""
+    for point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        where = f"entry point {point.name!r} = {point.value!r} of group {ENTRY_POINT_GROUP!r}"
+        try:
+            cls = point.load()
+        except Exception as error:
+            raise ImportError(f"{where} failed to load ({type(error).__name__}: {error}); fix or uninstall the "
+                              f"package {point.dist.name if point.dist else '?'} that declares it") from error
+        if getattr(cls, "name", None) != point.name:
+            raise ImportError(f"{where} must name a method class whose name is {point.name!r}, got {cls!r}")
+        try:
+            register_method(cls)
+        except (TypeError, ValueError) as error:
+            raise ImportError(f"{where}: {error}") from None
+
+
 def build_algorithm(name: str, **options: Any) -> Algorithm:
     """Instantiate the method ``name`` with its hyper-parameters ``options``."""
     if name not in ALGORITHMS:
@@ -89,9 +123,11 @@ def method_communication(fed: "Federation", name: str, **options: Any) -> Commun
     return algorithm.communication(fed)
 
 
+register_entry_points()
+
 __all__ = [
-    "Algorithm", "ALGORITHMS", "BUILT_IN", "build_algorithm", "method_communication", "register_method",
-    "registered_methods",
+    "Algorithm", "ALGORITHMS", "BUILT_IN", "ENTRY_POINT_GROUP", "Method", "Uploads", "build_algorithm",
+    "method_communication", "register_entry_points", "register_method", "registered_methods",
     "FedAvg", "FedProx", "Local", "Ditto", "IFCA", "FedU", "SFL", "FedSKA", "CFL", "FedAMP", "PFedGraph",
     "JGESR", "JGESRExtrapolated", "TwoStep", "MOON", "FedVGAE", "GCFLPlus", "FedSage", "FedPub", "FedAtt", "FedPer", "LGFedAvg", "Scaffold", "FedCG", "FedCGKMeans",
 ]

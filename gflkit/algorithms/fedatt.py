@@ -7,9 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gflkit.algorithms.fedavg import FedAvg
-from gflkit.federation import Federation
-from gflkit.seeding import FEDATT_NOISE, generator
+from gflkit.algorithms.method import Method, Uploads
+from gflkit.seeding import FEDATT_NOISE
 from gflkit.state import Layout
 
 
@@ -55,23 +54,24 @@ def attentive_step(server: Tensor, clients: Tensor, layout: Layout, step_size: f
     return new
 
 
-class FedAtt(FedAvg):
+class FedAtt(Method):
     r"""FedAvg's clients with the attentive server step of :func:`attentive_step`.
 
     Clients start from the global model and train locally, as in FedAvg; the server replaces the
     weighted mean by a step of size ε towards the clients, each layer weighting a client by the softmax
     of its distance from the global layer, then adds Gaussian noise of standard deviation ``noise``.
-    Every client is scored with the global model under the ``server`` protocol.
+    Every client is scored with the global model under the ``server`` protocol. Written on the public surface
+    (:class:`~gflkit.algorithms.method.Method`): an aggregation and nothing else.
     """
 
     name = "fedatt"
     Params = FedAttParams
-    share = "all"
+    stream = FEDATT_NOISE
 
-    def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
-        fed.models[clients] = updates
-        stepped = attentive_step(fed.global_model, updates, fed.layout, self.params.step_size, self.params.norm)
+    def aggregate_models(self, uploads: Uploads) -> Tensor:
+        stepped = attentive_step(uploads.current, uploads.models, uploads.layout, self.params.step_size,
+                                 self.params.norm)
         if self.params.noise > 0:
-            noise = torch.randn(fed.dim, generator=generator(fed.seed, FEDATT_NOISE, round))
+            noise = torch.randn(len(stepped), generator=uploads.random)
             stepped = stepped + self.params.noise * noise.to(stepped.device)
-        fed.global_model = stepped
+        return stepped

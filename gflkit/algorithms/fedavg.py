@@ -57,12 +57,16 @@ class FedAvg(Algorithm):
         return LocalResult(torch.where(self.shared, result.vector, torch.zeros_like(result.vector)), result.loss)
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
-        mean = weighted_mean(updates, fed.num_train[clients])
-        if self.partial:  # nothing but the shared entries is read
-            fed.global_model = torch.where(self.shared, mean, fed.global_model)
+        self.set_global_model(fed, clients, updates, weighted_mean(updates, fed.num_train[clients]))
+
+    def set_global_model(self, fed: Federation, clients: Tensor, updates: Tensor, new: Tensor) -> None:
+        """Make ``new`` the global model — on the shared entries only under partial sharing (nothing else of it
+        is read) — and, with everything shared, keep each sampled client's upload as its row."""
+        if self.partial:
+            fed.global_model = torch.where(self.shared, new, fed.global_model)
         else:
             fed.models[clients] = updates
-            fed.global_model = mean
+            fed.global_model = new
 
     def evaluation_models(self, fed: Federation) -> Tensor:
         """The global model; under partial sharing each client's next starting point, the global shared

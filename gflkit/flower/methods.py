@@ -20,6 +20,12 @@ apart, so for each method a :class:`Split` names the pieces of that shared state
 A slot is either one attribute as a whole (``per_client=False``) or client ``k``'s entry of it (row ``k``
 of a tensor, key ``k`` of a dict). Only client ``k``'s rows ever reach client ``k``.
 
+A method written on the public surface (:class:`~gflkit.algorithms.method.Method`: a local penalty that reads
+only the client's model and its start, an aggregation that runs on the server alone) needs no entry: its
+split follows from whether it is personalised (its row of ``fed.models`` down) or not (the global model down,
+as FedAvg). A method registered outside gflkit reaches the Flower app's processes as an entry point of the
+``gflkit.methods`` group (:mod:`gflkit.algorithms`).
+
 Methods whose server needs more than one round trip per round — FedSKA's structure encoder, trained with
 ``E_g`` gradient exchanges with every client — or whose state is not described here are refused with a
 one-line :class:`UnsupportedMethod` error naming the supported ones.
@@ -31,6 +37,7 @@ from typing import Any, Callable
 
 from torch import Tensor
 
+from gflkit.algorithms import ALGORITHMS, Method
 from gflkit.algorithms.base import Algorithm
 from gflkit.federation import Federation
 
@@ -122,7 +129,6 @@ def _ifca(algorithm: Algorithm) -> Split:
 SPLITS: dict[str, Callable[[Algorithm], Split]] = {
     "local": lambda algorithm: Split(kept=(OWN_ROW,)),
     "fedavg": _fedavg,
-    "fedprox": _fedavg,
     "fedper": _fedavg,
     "lg_fedavg": _fedavg,
     "ditto": lambda algorithm: Split(down=(GLOBAL,), kept=(OWN_ROW,)),
@@ -149,20 +155,29 @@ REFUSALS: dict[str, str] = {
 }
 
 
+def _surface(algorithm: Algorithm) -> Split:
+    """The split of a :class:`~gflkit.algorithms.method.Method`: its own row down when personalised, else FedAvg's."""
+    return Split(down=(OWN_ROW,)) if algorithm.personalised else _fedavg(algorithm)
+
+
+def _on_surface(name: str) -> bool:
+    return name in ALGORITHMS and issubclass(ALGORITHMS[name], Method)
+
+
 def supported_methods() -> list[str]:
-    """The methods this adapter runs, sorted."""
-    return sorted(SPLITS)
+    """The methods this adapter runs, sorted: those of :data:`SPLITS` and every method on the public surface."""
+    return sorted(set(SPLITS) | {name for name in ALGORITHMS if _on_surface(name)})
 
 
 def split_for(algorithm: Algorithm) -> Split:
     """The :class:`Split` of ``algorithm``; raises :class:`UnsupportedMethod` (one line) otherwise."""
     check_method(algorithm.name)
-    return SPLITS[algorithm.name](algorithm)
+    return SPLITS.get(algorithm.name, _surface)(algorithm)
 
 
 def check_method(name: str) -> None:
     """Raise :class:`UnsupportedMethod` with a one-line reason unless the method ``name`` runs in Flower."""
-    if name in SPLITS:
+    if name in SPLITS or _on_surface(name):
         return
     reason = REFUSALS.get(name, "not ported to Flower yet")
     raise UnsupportedMethod(f"gflkit.flower: method {name!r} is not supported in Flower: {reason}; "

@@ -20,6 +20,7 @@ the common MCLR.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -148,21 +149,64 @@ def independent_settings(settings: Sequence[str]) -> list[str]:
     return [s for s in settings if TWINS.get(s) not in settings]
 
 
-def method_config(params: Profile, label: str, setting: str, seed: int, **changes: Any):
-    """The profile's run of method ``label`` (:data:`METHODS`) in ``setting`` (:data:`SETTINGS`) with ``seed``.
+@dataclass(frozen=True)
+class Entrant:
+    """A method of your own placed on the benchmark beside the papers' (:func:`entrant_runs`).
 
-    Its ``evaluate`` is the method's own protocol (:data:`PROTOCOL`): every run records both protocols, so
-    this only names the primary column — and gives a run the key of the same run in its source paper's
-    grid (FedSKA's ``paper1`` Table 1 runs, say), whose stored folders can then be copied over as they are.
+    Attributes:
+        label: its row in the tables (not one of :data:`METHODS`' labels).
+        method: the registered method it runs (:func:`~gflkit.algorithms.register_method`).
+        options: its hyper-parameters (completed with its defaults).
+        protocol: the model it is scored with, ``"server"`` or ``"local"`` (both are recorded).
     """
-    method, options = METHODS[known_names([label], METHODS, "method")[0]]
-    fields = {**SETTINGS[known_names([setting], SETTINGS, "setting")[0]], "evaluate": PROTOCOL[label], **changes}
+
+    label: str
+    method: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    protocol: str = "server"
+
+    def __post_init__(self) -> None:
+        if self.label in METHODS:
+            raise ValueError(f"entrant label {self.label!r} is a benchmark method's; choose another label")
+        if self.protocol not in metrics.PROTOCOLS:
+            raise ValueError(f"entrant protocol must be one of {list(metrics.PROTOCOLS)}, got {self.protocol!r}")
+
+
+def method_config(params: Profile, label: str, setting: str, seed: int, entrant: Entrant | None = None,
+                  **changes: Any):
+    """The profile's run of method ``label`` (:data:`METHODS`, or the ``entrant`` of that label) in ``setting``
+    (:data:`SETTINGS`) with ``seed``.
+
+    Its ``evaluate`` is the method's own protocol (:data:`PROTOCOL`, the entrant's ``protocol``): every run records
+    both protocols, so this only names the primary column — and gives a run the key of the same run in its source
+    paper's grid (FedSKA's ``paper1`` Table 1 runs, say), whose stored folders can then be copied over as they are.
+    """
+    if entrant is not None and entrant.label == label:
+        method, options, protocol = entrant.method, entrant.options, entrant.protocol
+    else:
+        method, options = METHODS[known_names([label], METHODS, "method")[0]]
+        protocol = PROTOCOL[label]
+    fields = {**SETTINGS[known_names([setting], SETTINGS, "setting")[0]], "evaluate": protocol, **changes}
     return params.config(method=method, method_options=dict(options), seed=seed, **fields)
 
 
-def method_run(params: Profile, label: str, setting: str, seed: int, **changes: Any) -> Run:
+def method_run(params: Profile, label: str, setting: str, seed: int, entrant: Entrant | None = None,
+               **changes: Any) -> Run:
     """:func:`method_config` labelled with its row (``variant``) and column (``setting``)."""
-    return Run(method_config(params, label, setting, seed, **changes), {"variant": label, "setting": setting})
+    return Run(method_config(params, label, setting, seed, entrant, **changes), {"variant": label, "setting": setting})
+
+
+def entrant_runs(params: Profile, entrant: Entrant) -> list[Run]:
+    """The ``entrant``'s runs in every setting and seed of ``params``, under the protocol of every other method's
+    (the profile's base, each setting's fields): run them with :func:`grids`' runs and every table reads it."""
+    settings = known_names(params.sweep["settings"], SETTINGS, "setting")
+    return [method_run(params, entrant.label, s, seed, entrant) for s in settings for seed in params.seeds]
+
+
+def method_order(labels: Sequence[str]) -> list[str]:
+    """``labels`` (each once) in the benchmark's order: :data:`METHODS`' first, then any entrant's as they come."""
+    present = list(dict.fromkeys(labels))
+    return [m for m in METHODS if m in present] + [m for m in present if m not in METHODS]
 
 
 def grids(params: Profile, sections: Sequence[str] | None = None, runtime: Runtime | None = None) -> dict[str, list[Run]]:
@@ -207,7 +251,7 @@ def seed_scores(clients: pd.DataFrame) -> dict[str, pd.DataFrame]:
         raise ValueError("no seed is held by every method × setting cell; run one seed of every cell first")
     kept = means[means["seed"].isin(common)]
     settings = [s for s in SETTINGS if s in set(kept["setting"])]
-    methods = [m for m in METHODS if m in set(kept["method"])]
+    methods = method_order(kept["method"])
 
     def table(rows: pd.DataFrame) -> pd.DataFrame:
         return rows.pivot_table(index="setting", columns="method", values="mean").reindex(settings)[methods]
@@ -262,16 +306,19 @@ def independent_blocks(clients: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def headline_comparisons(records: pd.DataFrame, variants: Sequence[str],
-                         scoring: Scoring = Scoring(value="accuracy_own", column="variant")) -> pd.DataFrame:
-    """Each paper's headline method (:data:`HEADLINES`) against every baseline (:data:`BASELINES`) that ran,
-    in every setting of ``records`` (per-client rows with ``variant``, ``setting``, ``seed``, ``client``,
+                         scoring: Scoring = Scoring(value="accuracy_own", column="variant"),
+                         headlines: Mapping[str, str] = HEADLINES,
+                         baselines: Sequence[str] = BASELINES) -> pd.DataFrame:
+    """Each headline method (``headlines``: method → whose it is; by default each paper's, :data:`HEADLINES`)
+    against every baseline (``baselines``, :data:`BASELINES`; the method itself aside) that ran, in every setting
+    of ``records`` (per-client rows with ``variant``, ``setting``, ``seed``, ``client``,
     ``round`` and the score): the deciding baseline, the difference, its interval, the verdict of "beats
     every baseline" and the noise model (:func:`gflkit.papers.comparison.compare_with_best_other`)."""
     rows = []
-    for method, paper in HEADLINES.items():
+    for method, paper in headlines.items():
         if method not in variants:
             continue
-        others = [m for m in BASELINES if m in variants]
+        others = [m for m in baselines if m in variants and m != method]
         for group, difference in best_other_per_group(records, "setting", method, others, scoring).items():
             setting, other = group.removeprefix("setting=").rsplit(" vs ", 1)
             rows.append({"paper": paper, "method": method, "setting": setting, "deciding baseline": other,
@@ -283,9 +330,9 @@ def headline_comparisons(records: pd.DataFrame, variants: Sequence[str],
 def own_protocol_records(records: pd.DataFrame) -> pd.DataFrame:
     """A grid's records (:func:`grids`, run with ``run_grid``) with both protocols' scores
     (:func:`gflkit.metrics.with_both_protocols`), ``method`` (the row label) and ``accuracy_own``: the score
-    under the method's own paper's protocol (:data:`PROTOCOL`)."""
+    under the method's own paper's protocol (:data:`PROTOCOL`, an entrant's own; each run's ``evaluate``)."""
     records = metrics.with_both_protocols(records).assign(method=lambda r: r["variant"])
-    protocol = records["variant"].map(PROTOCOL)
+    protocol = records["evaluate"]
     records["accuracy_own"] = records["accuracy_server"].where(protocol == "server", records["accuracy_local"])
     return records
 
@@ -316,8 +363,7 @@ def seed_table(clients: pd.DataFrame) -> pd.DataFrame:
     summary = metrics.final_summary(clients, value="accuracy_own", by=("variant", "setting"))
     summary["text"] = [metrics.mean_and_spread(row.mean, row.mean_std, row.num_seeds) for row in summary.itertuples()]
     table = summary.pivot(index="variant", columns="setting", values="text")
-    order = [m for m in METHODS if m in table.index]
-    return table.reindex(index=order, columns=[s for s in SETTINGS if s in table.columns]).fillna("—")
+    return table.reindex(index=method_order(table.index), columns=[s for s in SETTINGS if s in table.columns]).fillna("—")
 
 
 def folder_clients(folder: Any) -> pd.DataFrame:
@@ -438,11 +484,12 @@ def methods_table(params: Profile) -> pd.DataFrame:
 
 
 def accuracy_table(records: pd.DataFrame, value: str, params: Profile, column: str = "mean") -> pd.DataFrame:
-    """Methods × settings (in ``params``' sweep order) of one statistic (``column`` of
+    """Methods × settings (in ``params``' sweep order, any entrant after) of one statistic (``column`` of
     :func:`gflkit.metrics.final_summary`: ``mean``, ``worst5``, …) of ``value`` at the last round."""
     summary = metrics.final_summary(records, value=value, by=("method", "setting"))
     table = summary.pivot(index="method", columns="setting", values=column)
-    return table.reindex(index=[m for m in params.sweep["variants"] if m in table.index],
+    variants = list(params.sweep["variants"])
+    return table.reindex(index=[m for m in variants if m in table.index] + [m for m in table.index if m not in variants],
                          columns=list(params.sweep["settings"]))
 
 

@@ -199,11 +199,10 @@ def test_every_paper_notebook_builds_one_runtime_from_its_parameters_and_passes_
                          for call in grids), [ast.unparse(call) for call in grids]
 
 
-def test_a_method_registered_in_the_driver_runs_on_ray_workers(local_ray, tmp_path):
-    """A method defined in a notebook (here: inside this test) reaches the workers with each task."""
-    from gflkit.algorithms import ALGORITHMS, FedAvg, register_method
+def trimmed_mean():
+    """A FedAvg subclass of a notebook's (defined in a function, so Ray ships it by value)."""
+    from gflkit.algorithms import FedAvg
 
-    @register_method
     class TrimmedMean(FedAvg):
         name = "trimmed_mean"
 
@@ -211,14 +210,43 @@ def test_a_method_registered_in_the_driver_runs_on_ray_workers(local_ray, tmp_pa
             ordered = updates.sort(dim=0).values
             fed.global_model = ordered[1:-1].mean(dim=0)
 
+    return TrimmedMean
+
+
+def knn_average():
+    """A personalised method on the public surface, as notebooks/your_method.ipynb writes one."""
+    from gflkit.algorithms import Method
+    from gflkit.graphs.adjacency import cosine_similarity_matrix
+
+    class KNNAverage(Method):
+        name = "knn_average_test"
+        personalised = True
+
+        def local_penalty(self, w, start, round):
+            return 0.005 * sum(((w[name] - start[name]) ** 2).sum() for name in w)
+
+        def aggregate_models(self, uploads):
+            similarity = cosine_similarity_matrix(uploads.models - uploads.current).fill_diagonal_(-float("inf"))
+            neighbours = similarity.topk(2, dim=1).indices
+            return 0.5 * uploads.models + 0.5 * uploads.models[neighbours].mean(dim=1)
+
+    return KNNAverage
+
+
+@pytest.mark.parametrize("make", [trimmed_mean, knn_average], ids=["algorithm", "public_surface"])
+def test_a_method_registered_in_the_driver_runs_on_ray_workers(make, local_ray, tmp_path):
+    """A method defined in a notebook (here: inside a function) reaches the workers with each task."""
+    from gflkit.algorithms import ALGORITHMS, register_method
+
+    method = register_method(make())
     try:
-        grid = [RunConfig(**SMALL, method="trimmed_mean", seed=seed) for seed in (0, 1)]
+        grid = [RunConfig(**SMALL, method=method.name, seed=seed) for seed in (0, 1)]
         on_ray = run_grid(grid, Runtime(device="cpu", store=ResultStore(tmp_path / "ray"), executor="ray"))
         serial = run_grid(grid, Runtime(device="cpu", store=ResultStore(tmp_path / "serial")))
         pd.testing.assert_frame_equal(on_ray, serial)
         assert stored_records(tmp_path / "ray") == stored_records(tmp_path / "serial")
     finally:
-        ALGORITHMS.pop("trimmed_mean", None)
+        ALGORITHMS.pop(method.name, None)
 
 
 def runtime_probe():

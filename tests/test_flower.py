@@ -93,26 +93,20 @@ def test_fedprox_partial_participation_matches_the_batched_engine():
 
 
 def test_a_personalised_method_on_the_public_surface_runs_in_flower_and_sends_each_client_its_row():
-    from gflkit.algorithms import ALGORITHMS, Method, register_method
+    from gflkit.algorithms import ALGORITHMS, register_method
+    from test_method import NeighbourMean
 
-    class RingMean(Method):
-        name = "ring_mean"
-        personalised = True
-
-        def aggregate_models(self, uploads):
-            return 0.5 * (uploads.models + uploads.models.roll(1, dims=0))
-
-    register_method(RingMean)
+    register_method(NeighbourMean)
     try:
-        assert "ring_mean" in supported_methods()
-        cfg = config("ring_mean")
+        assert "neighbour_mean" in supported_methods()
+        cfg = config("neighbour_mean")
         log: list = []
         assert_same_numbers(cfg, run_flower(cfg, Runtime(device="cpu"), mods=[spy(log)]))
         dim = build_federation(cfg, Runtime(device="cpu")).dim
         assert all(set(e["down"]) == {"fed.models"} and e["down"]["fed.models"].shape == (dim,)
                    for e in log if e["type"] == "train")
     finally:
-        ALGORITHMS.pop("ring_mean")
+        ALGORITHMS.pop("neighbour_mean")
 
 
 def test_sfl_personalised_rows_reach_only_their_client():

@@ -203,10 +203,11 @@ def entrant_runs(params: Profile, entrant: Entrant) -> list[Run]:
     return [method_run(params, entrant.label, s, seed, entrant) for s in settings for seed in params.seeds]
 
 
-def method_order(labels: Sequence[str]) -> list[str]:
-    """``labels`` (each once) in the benchmark's order: :data:`METHODS`' first, then any entrant's as they come."""
+def method_order(labels: Sequence[str], order: Sequence[str] = tuple(METHODS)) -> list[str]:
+    """``labels`` (each once) in the benchmark's ``order`` (:data:`METHODS`' by default), then any entrant's as
+    they come."""
     present = list(dict.fromkeys(labels))
-    return [m for m in METHODS if m in present] + [m for m in present if m not in METHODS]
+    return [m for m in order if m in present] + [m for m in present if m not in order]
 
 
 def grids(params: Profile, sections: Sequence[str] | None = None, runtime: Runtime | None = None) -> dict[str, list[Run]]:
@@ -488,8 +489,7 @@ def accuracy_table(records: pd.DataFrame, value: str, params: Profile, column: s
     :func:`gflkit.metrics.final_summary`: ``mean``, ``worst5``, …) of ``value`` at the last round."""
     summary = metrics.final_summary(records, value=value, by=("method", "setting"))
     table = summary.pivot(index="method", columns="setting", values=column)
-    variants = list(params.sweep["variants"])
-    return table.reindex(index=[m for m in variants if m in table.index] + [m for m in table.index if m not in variants],
+    return table.reindex(index=method_order(table.index, params.sweep["variants"]),
                          columns=list(params.sweep["settings"]))
 
 

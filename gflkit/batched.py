@@ -37,14 +37,14 @@ Clients are processed in chunks of ``client_chunk`` rows; by default as many as 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import torch
 from torch import Tensor, nn
 
 from gflkit.models.base import FeatureModel
 from gflkit.seeding import generator
-from gflkit.training import LocalResult, LocalStep, LossTerm, TrainConfig, batch_positions, sgd_step
+from gflkit.training import LocalResult, LocalStep, LossTerm, TrainConfig, batch_positions, sgd_step_
 
 if TYPE_CHECKING:  # pragma: no cover
     from gflkit.federation import Federation
@@ -212,6 +212,35 @@ def client_gradients(fed: Federation, round: int, loss_term: LossTerm | None):
     return torch.func.vmap(torch.func.grad(loss, has_aux=True))
 
 
+def contiguous_order(sizes: Tensor) -> Tensor:
+    """A permutation of the clients (rows of the ``n × S`` batch ``sizes``) that keeps each step's groups together.
+
+    Rows are sorted by their batch sizes step after step, largest first (a lexicographic sort, stable): the
+    clients still training at a step are then a leading block, and with one local epoch each batch size of
+    the step (the full batches, then every last partial batch) is one contiguous range of rows, whose
+    parameters the loop reads and updates as views instead of gathering and scattering them.
+    """
+    order = torch.arange(len(sizes))
+    for step in reversed(range(sizes.shape[1])):
+        order = order[torch.sort(sizes[order, step], descending=True, stable=True).indices]
+    return order
+
+
+def step_groups(column: Sequence[int], chunk: int) -> Iterator[tuple[int, slice | list[int]]]:
+    """The groups of one step: ``(batch size, rows)`` for each size > 0 in ``column`` (every client's batch
+    size at the step), in parts of at most ``chunk`` rows; a part is a ``slice`` where its rows are contiguous,
+    else a list of row numbers."""
+    by_size: dict[int, list[int]] = {}
+    for row, size in enumerate(column):
+        if size:
+            by_size.setdefault(size, []).append(row)
+    for size, rows in sorted(by_size.items()):
+        contiguous = rows[-1] - rows[0] + 1 == len(rows)
+        for start in range(0, len(rows), chunk):
+            part = rows[start : start + chunk]
+            yield size, slice(part[0], part[-1] + 1) if contiguous else part
+
+
 def train_batched(
     fed: Federation,
     clients: Sequence[int],
@@ -228,40 +257,46 @@ def train_batched(
     What :meth:`~gflkit.federation.Federation.train` does for each client, with the same minibatch
     streams and the same result (see the module docstring). ``contexts[i]`` is client ``clients[i]``'s
     loss-term context. Returns one :class:`~gflkit.training.LocalResult` per client, in order.
+
+    Internally the clients are reordered (:func:`contiguous_order`) so that each step's groups are
+    contiguous rows, updated in place (:func:`~gflkit.training.sgd_step_`).
     """
-    weights = starts.detach().clone()
-    params = parameter_views(weights, fed)
-    velocity = parameter_views(torch.zeros_like(weights), fed) if config.momentum else None
-    stacked = {name: torch.stack([c[name] for c in contexts]) for name in (contexts[0] if contexts else {})}
     positions, samples, sizes = batch_schedule(fed, clients, round, stream, config)
+    order = contiguous_order(sizes)
+    clients = [clients[i] for i in order.tolist()]
+    positions, samples, sizes = positions[order.to(fed.device)], samples[order.to(fed.device)], sizes[order]
+    weights = starts.detach()[order.to(starts.device)]
+    params = parameter_views(weights, fed)
+    velocity = parameter_views(torch.zeros_like(weights), fed) if config.momentum else [None] * len(params)
+    stacked = {name: torch.stack([contexts[i][name] for i in order.tolist()]) for name in (contexts[0] if contexts else {})}
     rates = step_rates(fed, clients, config, sizes.shape[1], weights.dtype)
     gradients_of = client_gradients(fed, round, loss_term)
     chunk = client_chunk or auto_client_chunk(fed, config.batch_size)
     totals = torch.zeros(len(clients), device=fed.device)
-    for step in range(sizes.shape[1]):
-        for size in sizes[:, step].unique().tolist():
-            if size == 0:
-                continue
-            rows = torch.nonzero(sizes[:, step] == size).flatten().to(fed.device)
-            for part in rows.split(chunk):
-                whole = len(part) == len(clients)
-                batch = samples[part, step, :size]
-                gradients, task_losses = gradients_of(
-                    tuple(p if whole else p[part] for p in params), fed.data.x[batch], fed.data.y[batch],
-                    positions[part, step, :size], {name: value[part] for name, value in stacked.items()})
-                for i, (param, gradient) in enumerate(zip(params, gradients)):
-                    rate = None if rates is None else rates[part, step].view(-1, *[1] * (gradient.dim() - 1))
-                    rows = slice(None) if whole else part
-                    stepped, buffer = sgd_step(param[rows], gradient, None if velocity is None else velocity[i][rows],
-                                               step == 0, config, rate)  # each row with its own rate of its step
-                    param[rows] = stepped
-                    if buffer is not None:
-                        velocity[i][rows] = buffer
-                totals[part] += task_losses
+    for step, column in enumerate(sizes.t().tolist()):
+        for size, part in step_groups(column, chunk):
+            rows = part if isinstance(part, slice) else torch.tensor(part, device=fed.device)
+            batch = samples[rows, step, :size]
+            gradients, task_losses = gradients_of(
+                tuple(p[rows] for p in params), fed.data.x[batch], fed.data.y[batch],
+                positions[rows, step, :size], {name: value[rows] for name, value in stacked.items()})
+            for param, gradient, momentum in zip(params, gradients, velocity):
+                rate = None if rates is None else rates[rows, step].view(-1, *[1] * (gradient.dim() - 1))
+                param_rows = param[rows]  # a view of contiguous rows, else a copy written back below
+                momentum_rows = None if momentum is None else momentum[rows]
+                sgd_step_(param_rows, gradient, momentum_rows, step == 0, config, rate)
+                if not isinstance(part, slice):
+                    param[rows] = param_rows
+                    if momentum is not None:
+                        momentum[rows] = momentum_rows
+            totals[rows] += task_losses
     steps = (sizes > 0).sum(dim=1).tolist()
-    return [LocalResult(weights[i].clone(), float(totals[i]) / steps[i] if steps[i] else 0.0)
-            for i in range(len(clients))]
+    results: list[LocalResult] = [None] * len(clients)  # type: ignore[list-item]
+    for i, original in enumerate(order.tolist()):
+        results[original] = LocalResult(weights[i].clone(), float(totals[i]) / steps[i] if steps[i] else 0.0)
+    return results
 
 
 __all__ = ["CPU_MEMORY_BUDGET", "FeaturesAndLogits", "auto_client_chunk", "batch_schedule", "batching_obstacle",
-           "has_dropout", "parameter_views", "slower_than_sequential", "step_rates", "train_batched"]
+           "contiguous_order", "has_dropout", "parameter_views", "slower_than_sequential", "step_groups", "step_rates",
+           "train_batched"]

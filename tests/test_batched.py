@@ -6,7 +6,8 @@ import torch
 from torch import nn
 
 from gflkit.algorithms import build_algorithm
-from gflkit.batched import batch_schedule, batching_obstacle, slower_than_sequential, train_batched
+from gflkit.batched import (batch_schedule, batching_obstacle, contiguous_order, slower_than_sequential, step_groups,
+                            train_batched)
 from gflkit.engine import Schedule, run_rounds, train_round
 from gflkit.experiment import RunConfig, build_federation
 from gflkit.federation import Federation
@@ -107,6 +108,25 @@ def test_the_schedule_is_the_sequential_loops_batches_and_unequal_clients_stop_e
         for step, batch in enumerate(expected):
             assert torch.equal(positions[row, step, : len(batch)], batch)
             assert torch.equal(samples[row, step, : len(batch)], fed.data.train_indices[client][batch])
+
+
+def test_clients_are_ordered_so_that_each_steps_groups_are_contiguous():
+    # one epoch of batch 4: clients of 9, 4, 10, 2 and 9 samples
+    sizes = torch.tensor([[4, 4, 1], [4, 0, 0], [4, 4, 2], [2, 0, 0], [4, 4, 1]])
+    order = contiguous_order(sizes)
+    assert order.tolist() == [2, 0, 4, 1, 3]  # the most batches first; ties keep their order
+    for step, column in enumerate(sizes[order].t().tolist()):
+        groups = list(step_groups(column, chunk=10))
+        assert all(isinstance(rows, slice) for _, rows in groups)
+        assert sorted((size, rows.start, rows.stop) for size, rows in groups) == sorted(
+            (size, min(r for r, s in enumerate(column) if s == size), max(r for r, s in enumerate(column) if s == size) + 1)
+            for size in set(column) - {0})
+
+
+def test_groups_that_cannot_be_contiguous_are_lists_and_chunks_split_them():
+    assert list(step_groups([3, 2, 3, 0, 3], chunk=10)) == [(2, slice(1, 2)), (3, [0, 2, 4])]
+    assert list(step_groups([3, 3, 3, 0], chunk=2)) == [(3, slice(0, 2)), (3, slice(2, 3))]
+    assert list(step_groups([0, 0], chunk=2)) == []
 
 
 def test_chunks_of_clients_give_the_same_models():

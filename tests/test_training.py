@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from gflkit.seeding import derive_seed, generator
-from gflkit.training import TrainConfig, local_sgd, make_optimizer, minibatches, sgd_step
+from gflkit.training import TrainConfig, local_sgd, make_optimizer, minibatches, sgd_step_
 
 from conftest import make_federation
 
@@ -60,17 +60,16 @@ def test_make_optimizer_builds_the_configured_optimiser():
 @pytest.mark.parametrize("momentum, weight_decay, nesterov", [(0.0, 0.0, False), (0.0, 5e-4, False), (0.9, 0.0, False),
                                                              (0.9, 5e-4, False), (0.9, 5e-4, True), (0.5, 0.0, True)])
 def test_sgd_step_is_torch_sgd_for_every_option_it_supports(momentum, weight_decay, nesterov):
-    """The batched loop's step (sgd_step) against torch.optim.SGD, the sequential loop's: four steps, at the
+    """The batched loop's step (sgd_step_) against torch.optim.SGD, the sequential loop's: four steps, at the
     config's rate and at a per-row rate (a learning-rate schedule's), each row of a stack a separate client."""
     config = TrainConfig(lr=0.05, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov)
     gen = torch.Generator().manual_seed(0)
     start, gradients = torch.randn(3, 5, generator=gen), [torch.randn(3, 5, generator=gen) for _ in range(4)]
     row_rates = torch.tensor([0.05, 0.01, 0.2])
     for rate in (None, row_rates):
-        ours, velocity = start.clone(), None
+        ours, velocity = start.clone(), torch.full_like(start, float("nan")) if momentum else None
         for step, gradient in enumerate(gradients):
-            ours, velocity = sgd_step(ours, gradient, velocity, step == 0, config,
-                                      None if rate is None else rate.view(-1, 1))
+            sgd_step_(ours, gradient.clone(), velocity, step == 0, config, None if rate is None else rate.view(-1, 1))
         for row in range(3):  # torch's SGD on one client's row at its own rate
             theirs = torch.nn.Parameter(start[row].clone())
             lr = config.lr if rate is None else float(rate[row])
@@ -81,11 +80,17 @@ def test_sgd_step_is_torch_sgd_for_every_option_it_supports(momentum, weight_dec
             torch.testing.assert_close(ours[row], theirs.detach(), rtol=1e-6, atol=1e-6)  # float32 rounding
 
 
-def test_sgd_step_changes_nothing_in_place():
+def test_sgd_step_updates_the_parameters_and_the_momentum_in_place():
     config = TrainConfig(lr=0.1, momentum=0.9, weight_decay=0.01)
     param, gradient, velocity = torch.ones(4), torch.full((4,), 2.0), torch.full((4,), 3.0)
-    stepped, buffer = sgd_step(param, gradient, velocity, False, config)
-    assert torch.equal(param, torch.ones(4)) and torch.equal(gradient, torch.full((4,), 2.0))
-    assert torch.equal(velocity, torch.full((4,), 3.0))
-    torch.testing.assert_close(buffer, 0.9 * 3.0 + (2.0 + 0.01 * 1.0) * torch.ones(4))
-    torch.testing.assert_close(stepped, 1.0 - 0.1 * buffer)
+    sgd_step_(param, gradient, velocity, False, config)
+    expected_velocity = 0.9 * 3.0 + (2.0 + 0.01 * 1.0) * torch.ones(4)
+    torch.testing.assert_close(velocity, expected_velocity)
+    torch.testing.assert_close(param, 1.0 - 0.1 * expected_velocity)
+
+
+def test_the_first_step_fills_the_momentum_buffer_with_the_gradient():
+    config = TrainConfig(lr=0.1, momentum=0.9)
+    param, velocity = torch.zeros(3), torch.full((3,), float("nan"))  # whatever the buffer held is ignored
+    sgd_step_(param, torch.ones(3), velocity, True, config)
+    assert torch.equal(velocity, torch.ones(3)) and torch.equal(param, torch.full((3,), -0.1))

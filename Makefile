@@ -57,6 +57,7 @@ bench:
 	$(PY) benchmarks/round_overhead.py
 	$(PY) benchmarks/pdca_aggregation.py
 	$(PY) benchmarks/vectorised_clients.py
+	$(PY) benchmarks/whole_runs.py
 
 clean:
 	rm -rf results .pytest_cache site docs/_api jupyter_execute

@@ -44,7 +44,7 @@ from torch import Tensor, nn
 
 from gflkit.models.base import FeatureModel
 from gflkit.seeding import generator
-from gflkit.training import LocalResult, LocalStep, LossTerm, TrainConfig, batch_positions, sgd_step_
+from gflkit.training import LocalResult, LocalStep, LossTerm, Proximal, TrainConfig, batch_positions, sgd_step_
 
 if TYPE_CHECKING:  # pragma: no cover
     from gflkit.federation import Federation
@@ -241,6 +241,25 @@ def step_groups(column: Sequence[int], chunk: int) -> Iterator[tuple[int, slice 
             yield size, slice(part[0], part[-1] + 1) if contiguous else part
 
 
+class SampleBuffer:
+    """One preallocated block for the samples of a step's batches, filled by ``index_select`` at every step.
+
+    A fresh ``n × B × features`` tensor per step is large enough that the allocator hands it back to the system
+    when it is freed, and every new one page-faults in again: on a CPU that costs as much as copying the samples.
+    """
+
+    def __init__(self, pool: Tensor, capacity: int):
+        self.pool = pool
+        self.block = pool.new_empty(capacity, *pool.shape[1:])
+
+    def gather(self, indices: Tensor) -> Tensor:
+        """``pool[indices]`` (any shape of ``indices``) as a view of the block; valid until the next call."""
+        count = indices.numel()
+        flat = self.block[:count]
+        torch.index_select(self.pool, 0, indices.reshape(-1), out=flat)
+        return flat.view(*indices.shape, *self.pool.shape[1:])
+
+
 def train_batched(
     fed: Federation,
     clients: Sequence[int],
@@ -251,12 +270,14 @@ def train_batched(
     stream: int,
     config: TrainConfig,
     client_chunk: int | None = None,
+    proximal: Proximal | None = None,
 ) -> list[LocalResult]:
     """Local training of ``clients`` from the rows of ``starts`` (``n × d``), all at once.
 
     What :meth:`~gflkit.federation.Federation.train` does for each client, with the same minibatch
     streams and the same result (see the module docstring). ``contexts[i]`` is client ``clients[i]``'s
-    loss-term context. Returns one :class:`~gflkit.training.LocalResult` per client, in order.
+    loss-term context; a ``proximal`` term's gradient is added to every step's (its anchor from the contexts).
+    Returns one :class:`~gflkit.training.LocalResult` per client, in order.
 
     Internally the clients are reordered (:func:`contiguous_order`) so that each step's groups are
     contiguous rows, updated in place (:func:`~gflkit.training.sgd_step_`).
@@ -268,19 +289,24 @@ def train_batched(
     weights = starts.detach()[order.to(starts.device)]
     params = parameter_views(weights, fed)
     velocity = parameter_views(torch.zeros_like(weights), fed) if config.momentum else [None] * len(params)
-    stacked = {name: torch.stack([contexts[i][name] for i in order.tolist()]) for name in (contexts[0] if contexts else {})}
+    ordered_contexts = [contexts[i] for i in order.tolist()] if contexts else []
+    stacked = {name: torch.stack([c[name] for c in ordered_contexts]) for name in (contexts[0] if contexts else {})}
+    anchors = parameter_views(stacked[proximal.anchor], fed) if proximal is not None else [None] * len(params)
     rates = step_rates(fed, clients, config, sizes.shape[1], weights.dtype)
     gradients_of = client_gradients(fed, round, loss_term)
     chunk = client_chunk or auto_client_chunk(fed, config.batch_size)
     totals = torch.zeros(len(clients), device=fed.device)
+    inputs = SampleBuffer(fed.data.x, min(chunk, len(clients)) * config.batch_size)
     for step, column in enumerate(sizes.t().tolist()):
         for size, part in step_groups(column, chunk):
             rows = part if isinstance(part, slice) else torch.tensor(part, device=fed.device)
             batch = samples[rows, step, :size]
             gradients, task_losses = gradients_of(
-                tuple(p[rows] for p in params), fed.data.x[batch], fed.data.y[batch],
+                tuple(p[rows] for p in params), inputs.gather(batch), fed.data.y[batch],
                 positions[rows, step, :size], {name: value[rows] for name, value in stacked.items()})
-            for param, gradient, momentum in zip(params, gradients, velocity):
+            for param, gradient, momentum, anchor in zip(params, gradients, velocity, anchors):
+                if anchor is not None:
+                    gradient.add_(proximal.gradient(param[rows], anchor[rows]))
                 rate = None if rates is None else rates[rows, step].view(-1, *[1] * (gradient.dim() - 1))
                 param_rows = param[rows]  # a view of contiguous rows, else a copy written back below
                 momentum_rows = None if momentum is None else momentum[rows]

@@ -32,7 +32,7 @@ from gflkit.models.base import FeatureModel
 from gflkit.state import FlatModule, Layout
 from gflkit.data.subgraphs import ClientGraph
 from gflkit.tasks import GraphTask, Task, add_sums
-from gflkit.training import Batch, LocalResult, LossTerm, TrainConfig
+from gflkit.training import Batch, LocalResult, LossTerm, Proximal, TrainConfig
 
 
 # The :type: fields name the classes' full paths for Sphinx: an annotation of a class's __init__ reaches the API
@@ -175,6 +175,7 @@ class Federation:
         config: TrainConfig | None = None,
         extra_parameters: Sequence[Tensor] = (),
         context: dict[str, Tensor] | None = None,
+        proximal: Proximal | None = None,
     ) -> LocalResult:
         """Local training of ``client`` from the model vector ``start``.
 
@@ -182,9 +183,10 @@ class Federation:
         and a personal model) so that each draws its own minibatch order. ``extra_parameters`` are
         leaf tensors outside the model that the same optimiser steps alongside it for this training
         only (FED-PUB's sparse masks, which a method applies to the working module itself); their
-        optimiser state is never kept. ``context`` is the loss term's ``step.context``.
+        optimiser state is never kept. ``context`` is the loss term's ``step.context``. ``proximal`` is a
+        proximal term added as its gradient (:class:`~gflkit.training.Proximal`, anchor read from ``context``).
         """
-        return self.trainer.train(client, round, start, loss_term, stream, config, extra_parameters, context)
+        return self.trainer.train(client, round, start, loss_term, stream, config, extra_parameters, context, proximal)
 
     def train_clients(
         self,
@@ -196,6 +198,7 @@ class Federation:
         stream: int = 0,
         config: TrainConfig | None = None,
         batchable: bool = True,
+        proximal: Proximal | None = None,
     ) -> list[LocalResult]:
         """Local training of several clients, client ``clients[i]`` from the row ``starts[i]``.
 
@@ -204,9 +207,11 @@ class Federation:
         batching_obstacle`; ``batchable=False``: the caller's loss term is not written for it; under
         ``"auto"`` also where batching is slower, :func:`~gflkit.batched.slower_than_sequential`); otherwise
         :meth:`train` for one client after the other.
-        ``contexts[i]`` is client ``clients[i]``'s loss-term context (``step.context``).
+        ``contexts[i]`` is client ``clients[i]``'s loss-term context (``step.context``); ``proximal`` a proximal
+        term added as its gradient (:class:`~gflkit.training.Proximal`, anchors read from the contexts).
         """
-        return self.trainer.train_clients(clients, round, starts, loss_term, contexts, stream, config, batchable)
+        return self.trainer.train_clients(clients, round, starts, loss_term, contexts, stream, config, batchable,
+                                          proximal)
 
     @torch.no_grad()
     def representations(self, model: Tensor, x: object) -> Tensor:

@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 from torch import Tensor
 
+from gflkit.allocator import keep_freed_blocks
 from gflkit.batched import batching_obstacle, slower_than_sequential, train_batched
 from gflkit.seeding import TORCH_GLOBAL, derive_seed, generator, seed_global_rng
-from gflkit.training import LocalResult, LossTerm, TrainConfig, local_sgd, make_optimizer
+from gflkit.training import LocalResult, LossTerm, Proximal, TrainConfig, local_sgd, make_optimizer
 
 if TYPE_CHECKING:  # pragma: no cover
     from gflkit.federation import Federation
@@ -57,6 +58,7 @@ class LocalTraining:
         self.paths: set[str] = set()
         self.optimizer_states: dict[tuple[int, int], list[dict[str, Tensor]]] = {}
         self._optimizers: dict[TrainConfig, torch.optim.Optimizer] = {}
+        keep_freed_blocks()  # training allocates and frees the same large tensors at every step
 
     def train(
         self,
@@ -68,6 +70,7 @@ class LocalTraining:
         config: TrainConfig | None = None,
         extra_parameters: Sequence[Tensor] = (),
         context: dict[str, Tensor] | None = None,
+        proximal: Proximal | None = None,
     ) -> LocalResult:
         """The sequential loop: ``client`` trained from the row ``start``
         (:meth:`Federation.train <gflkit.federation.Federation.train>` says what each argument does)."""
@@ -86,7 +89,7 @@ class LocalTraining:
             optimizer.add_param_group({"params": list(extra_parameters)})
         try:
             loss = local_sgd(flat, fed.task.loss, lambda: fed.batches(client, "train", order, config.batch_size),
-                             config, loss_term, client, round, optimizer, context)
+                             config, loss_term, client, round, optimizer, context, proximal)
         finally:
             if extra_parameters:
                 del optimizer.param_groups[1:]
@@ -106,6 +109,7 @@ class LocalTraining:
         stream: int = 0,
         config: TrainConfig | None = None,
         batchable: bool = True,
+        proximal: Proximal | None = None,
     ) -> list[LocalResult]:
         """Several clients, batched where :attr:`mode` and :func:`~gflkit.batched.batching_obstacle`
         allow it, else one after the other (:meth:`Federation.train_clients
@@ -123,10 +127,11 @@ class LocalTraining:
             raise ValueError(f"local_training='batched' cannot apply: {obstacle}; use 'auto' to fall back to "
                              "sequential training where batching does not apply")
         if obstacle is not None or self.mode == "sequential":
-            return [self.train(k, round, start, loss_term, stream, config, context=context)
+            return [self.train(k, round, start, loss_term, stream, config, context=context, proximal=proximal)
                     for k, start, context in zip(clients, starts, contexts)]
         self.paths.add("batched")
-        return train_batched(fed, clients, round, starts, loss_term, contexts, stream, config, self.client_chunk)
+        return train_batched(fed, clients, round, starts, loss_term, contexts, stream, config, self.client_chunk,
+                             proximal)
 
     def optimizer(self, config: TrainConfig) -> torch.optim.Optimizer:
         """The optimiser of the federation's working module for ``config``, built once and emptied before each

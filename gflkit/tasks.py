@@ -43,6 +43,10 @@ class ClassificationTask:
         """Mean cross-entropy of a batch."""
         return F.cross_entropy(logits, targets)
 
+    def sample_losses(self, logits: Tensor, targets: Tensor) -> Tensor:
+        """Each sample's cross-entropy (:meth:`loss` is their mean)."""
+        return F.cross_entropy(logits, targets, reduction="none")
+
     def evaluate(self, logits: Tensor, targets: Tensor) -> dict[str, float]:
         """Sums over the batch (``correct``, ``loss_sum``, ``count``) so that batches can be added up."""
         return {

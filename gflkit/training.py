@@ -229,6 +229,34 @@ class LocalStep:
 LossTerm = Callable[[LocalStep], Optional[Tensor]]
 
 
+@dataclass(frozen=True)
+class Proximal:
+    r"""A proximal term :math:`\frac{\rho}{2}\lVert w - a\rVert_2^2` of a client's local objective, added as its
+    gradient.
+
+    Both loops add :math:`\rho\,(w - a)` to the gradient of the rest of the loss at every step instead of
+    differentiating the term through autograd (FedProx, Ditto's personal objective, FedAMP, JGESR's clients):
+    the same numbers — autograd's gradient of :math:`c\,\lVert w - a\rVert^2` is :math:`c \cdot 2(w - a)`,
+    which equals :math:`(w - a) \cdot 2c` exactly in floating point — for one operation per parameter instead
+    of a backward pass through the term.
+
+    Attributes:
+        weight: :math:`\rho \ge 0`.
+        anchor: the key of the client's context (``step.context``) that holds :math:`a`, a model vector.
+    """
+
+    weight: float
+    anchor: str = "anchor"
+
+    def __post_init__(self) -> None:
+        if not self.weight >= 0:
+            raise ValueError(f"a proximal term's weight must be >= 0, got {self.weight}")
+
+    def gradient(self, param: Tensor, anchor: Tensor) -> Tensor:
+        r""":math:`\rho\,(w - a)` for one parameter tensor ``param`` and its anchor (a new tensor)."""
+        return (param.detach() - anchor).mul_(self.weight)
+
+
 class Batch(NamedTuple):
     """One batch: the model input, its targets and (sample clients) the samples' positions in the split."""
 
@@ -300,6 +328,7 @@ def local_sgd(
     round: int = -1,
     optimizer: torch.optim.Optimizer | None = None,
     context: dict[str, Tensor] | None = None,
+    proximal: Proximal | None = None,
 ) -> float:
     r"""Train ``flat.module`` in place for ``config.epochs`` passes over ``epoch()``.
 
@@ -313,7 +342,8 @@ def local_sgd(
     The trained weights are left in ``flat.vector``. Returns the mean of
     :math:`\ell + \ell_{\text{model}}` over all steps. ``optimizer`` lets a caller re-use one optimiser
     (with empty state) across clients, since building one costs more than a few training steps of a
-    small model. ``context`` is handed to the loss term as ``step.context``.
+    small model. ``context`` is handed to the loss term as ``step.context``. A ``proximal`` term's gradient
+    is added to the loss's after the backward pass (:class:`Proximal`; its anchor is read from ``context``).
 
     With ``config.lr_schedule`` every step first sets the learning rate of all of the optimiser's
     parameter groups to :meth:`TrainConfig.step_lr`, the schedule restarting at this call. The number of
@@ -325,6 +355,7 @@ def local_sgd(
     model.train()
     optimizer = optimizer or make_optimizer(flat.parameters, config)
     total, steps = None, 0
+    anchor = flat.parameters_as_views(context[proximal.anchor]) if proximal is not None else ()
     for e in range(config.epochs):
         batches = epoch()
         if config.lr_schedule is not None:
@@ -345,6 +376,9 @@ def local_sgd(
                     loss = loss + extra
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            for param, param_anchor in zip(flat.parameters, anchor):
+                term = proximal.gradient(param, param_anchor)
+                param.grad = term if param.grad is None else param.grad.add_(term)
             if config.lr_schedule is not None:
                 lr = config.step_lr(e * per_epoch + i, per_epoch)
                 for group in optimizer.param_groups:

@@ -118,9 +118,9 @@ def test_clients_are_ordered_so_that_each_steps_groups_are_contiguous():
     for step, column in enumerate(sizes[order].t().tolist()):
         groups = list(step_groups(column, chunk=10))
         assert all(isinstance(rows, slice) for _, rows in groups)
+        rows_of = {size: [r for r, s in enumerate(column) if s == size] for size in set(column) - {0}}
         assert sorted((size, rows.start, rows.stop) for size, rows in groups) == sorted(
-            (size, min(r for r, s in enumerate(column) if s == size), max(r for r, s in enumerate(column) if s == size) + 1)
-            for size in set(column) - {0})
+            (size, rows[0], rows[-1] + 1) for size, rows in rows_of.items())
 
 
 def test_groups_that_cannot_be_contiguous_are_lists_and_chunks_split_them():
@@ -135,10 +135,10 @@ def test_chunks_of_clients_give_the_same_models():
     chunked.trainer.client_chunk = 2
     starts = whole.initial.expand(6, -1)
     contexts = [algorithm.local_context(whole, k) for k in range(6)]
-    term = algorithm.loss_term(whole)
+    proximal = algorithm.proximal(whole)
     config = whole.train_config
-    a = train_batched(whole, list(range(6)), 1, starts, term, contexts, 0, config)
-    b = train_batched(chunked, list(range(6)), 1, starts, term, contexts, 0, config, client_chunk=2)
+    a = train_batched(whole, list(range(6)), 1, starts, None, contexts, 0, config, proximal=proximal)
+    b = train_batched(chunked, list(range(6)), 1, starts, None, contexts, 0, config, client_chunk=2, proximal=proximal)
     assert torch.allclose(torch.stack([r.vector for r in a]), torch.stack([r.vector for r in b]), atol=1e-6)
 
 

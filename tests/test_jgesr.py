@@ -8,7 +8,7 @@ from gflkit.algorithms import JGESR, build_algorithm
 from gflkit.channel import Channel
 from gflkit.engine import Schedule, run_rounds
 from gflkit.graphs.jgesr import JGESRParams, restore
-from gflkit.training import LocalStep
+from gflkit.training import Proximal
 
 from conftest import make_federation, run_full_and_resumed
 
@@ -47,15 +47,13 @@ def test_lost_entries_reach_the_server_as_a_mask_that_is_kept_per_client():
     assert 0.7 < float(fed.upload_mask.double().mean()) < 0.9
 
 
-def test_local_loss_is_the_proximal_term_to_the_restored_model():
+def test_clients_are_pulled_towards_their_restored_models_with_weight_mu():
     fed = make_federation(num_clients=3)
     algorithm = build_algorithm("pdca", mu=2.0)
     algorithm.setup(fed)
-    fed.models[1] = fed.flat.vector + 0.5  # the working model sits 0.5 from client 1's restored model
-    step = LocalStep(1, 2, fed.flat.module, None, None, None, None, params=fed.flat.parameters,
-                     context=algorithm.local_context(fed, 1))
-    expected = 0.5 * 2.0 * (fed.flat.vector - fed.models[1]).pow(2).sum()  # MCLR: every entry is a parameter
-    assert torch.allclose(algorithm.local_loss(fed, step), expected)
+    fed.models[1] = fed.flat.vector + 0.5
+    assert algorithm.proximal(fed) == Proximal(2.0, "anchor")  # (mu / 2) ||w - psi_k||^2, Eq. 3
+    assert torch.equal(algorithm.local_context(fed, 1)["anchor"], fed.models[1])
 
 
 @pytest.mark.parametrize("method", ["pdca", "two_step"])

@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from gflkit.seeding import derive_seed, generator
-from gflkit.training import TrainConfig, local_sgd, make_optimizer, minibatches, sgd_step_
+from gflkit.algorithms.terms import squared_distance
+from gflkit.training import Proximal, TrainConfig, local_sgd, make_optimizer, minibatches, sgd_step_
 
 from conftest import make_federation
 
@@ -94,3 +95,33 @@ def test_the_first_step_fills_the_momentum_buffer_with_the_gradient():
     param, velocity = torch.zeros(3), torch.full((3,), float("nan"))  # whatever the buffer held is ignored
     sgd_step_(param, torch.ones(3), velocity, True, config)
     assert torch.equal(velocity, torch.ones(3)) and torch.equal(param, torch.full((3,), -0.1))
+
+
+@pytest.mark.parametrize("weight", [0.01, 1.0, 1 / 0.3, 0.0])
+def test_a_proximal_terms_gradient_is_autograds_bit_for_bit(weight):
+    """Proximal(ρ) adds ρ (w − a) to the gradient: autograd's gradient of (ρ/2)‖w − a‖², the same floats."""
+    gen = torch.Generator().manual_seed(1)
+    w, anchor = torch.randn(1000, generator=gen, requires_grad=True), torch.randn(1000, generator=gen)
+    (0.5 * weight * squared_distance([w], [anchor])).backward()
+    assert torch.equal(Proximal(weight).gradient(w, anchor), w.grad)
+
+
+@pytest.mark.parametrize("mode", ["sequential", "batched"])
+def test_local_training_with_a_proximal_term_is_training_with_its_loss(mode):
+    fed = make_federation()
+    fed.trainer.mode = mode
+    anchors = [{"anchor": torch.randn(fed.dim, generator=torch.Generator().manual_seed(k))} for k in range(3)]
+    starts = fed.initial.expand(3, -1)
+
+    def term(step):
+        return 0.5 * 0.7 * squared_distance(step.params, fed.flat.parameters_as_views(step.context["anchor"]))
+
+    by_loss = fed.train_clients([0, 1, 2], 1, starts, term, anchors)
+    by_gradient = fed.train_clients([0, 1, 2], 1, starts, contexts=anchors, proximal=Proximal(0.7))
+    for a, b in zip(by_loss, by_gradient):
+        assert torch.equal(a.vector, b.vector) and a.loss == b.loss
+
+
+def test_a_negative_proximal_weight_is_refused():
+    with pytest.raises(ValueError, match="weight must be >= 0"):
+        Proximal(-1.0)

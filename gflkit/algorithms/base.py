@@ -38,7 +38,7 @@ from torch import Tensor
 
 from gflkit.communication import Communication
 from gflkit.federation import Federation, LocalResult
-from gflkit.training import LocalStep, LossTerm
+from gflkit.training import LocalStep, LossTerm, Proximal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,18 +116,25 @@ class Algorithm:
         e.g. the anchor a proximal term pulls towards."""
         return {}
 
+    def proximal(self, fed: Federation) -> Proximal | None:
+        r"""A proximal term :math:`\frac{\rho}{2}\lVert w - a\rVert^2` of local training, whose gradient the loops
+        add directly (:class:`~gflkit.training.Proximal`: its weight and the :meth:`local_context` key of its
+        anchor); None by default."""
+        return None
+
     def loss_term(self, fed: Federation) -> LossTerm | None:
         """:meth:`local_loss` bound to ``fed`` as a loss term of the local loop, or None without one."""
         return (lambda step: self.local_loss(fed, step)) if self.adds_local_loss else None
 
     def train_clients(self, fed: Federation, clients: Tensor, round: int) -> list[LocalResult]:
         """The default client step of several clients: local training from :meth:`configure` with
-        :meth:`local_loss` (batched where it applies, :meth:`Federation.train_clients`), then
-        :meth:`finish_client` for each."""
+        :meth:`local_loss` and :meth:`proximal` (batched where it applies, :meth:`Federation.train_clients`),
+        then :meth:`finish_client` for each."""
         ids = [int(k) for k in clients]
         starts = torch.stack([self.configure(fed, k) for k in ids])
         contexts = [self.local_context(fed, k) for k in ids]
-        results = fed.train_clients(ids, round, starts, self.loss_term(fed), contexts, batchable=self.batchable)
+        results = fed.train_clients(ids, round, starts, self.loss_term(fed), contexts, batchable=self.batchable,
+                                    proximal=self.proximal(fed))
         return [self.finish_client(fed, k, result) for k, result in zip(ids, results)]
 
     def finish_client(self, fed: Federation, client: int, result: LocalResult) -> LocalResult:

@@ -8,9 +8,8 @@ from torch import Tensor
 
 from gflkit.algorithms.base import weighted_mean
 from gflkit.algorithms.fedavg import FedAvg
-from gflkit.algorithms.terms import squared_distance
 from gflkit.federation import Federation, LocalResult
-from gflkit.training import LocalStep
+from gflkit.training import Proximal
 
 
 @dataclass(frozen=True)
@@ -49,21 +48,18 @@ class Ditto(FedAvg):
     """
 
     name = "ditto"
-    adds_local_loss = True
     share = "all"  # FedAvg's whole-model sharing; no share option
     Params = DittoParams
 
     def train_clients(self, fed: Federation, clients: Tensor, round: int) -> list[LocalResult]:
         ids = [int(k) for k in clients]
         shared = fed.train_clients(ids, round, fed.global_model.expand(len(ids), -1), stream=0)
-        personal = fed.train_clients(ids, round, fed.models[ids], self.loss_term(fed), stream=1)
+        anchor = [{"anchor": fed.global_model}] * len(ids)  # the same for every client
+        personal = fed.train_clients(ids, round, fed.models[ids], contexts=anchor, stream=1,
+                                     proximal=Proximal(self.params.lam))
         for client, result in zip(ids, personal):
             fed.models[client] = result.vector
         return shared
-
-    def local_loss(self, fed: Federation, step: LocalStep) -> Tensor:
-        anchor = fed.flat.parameters_as_views(fed.global_model)  # the same for every client
-        return 0.5 * self.params.lam * squared_distance(step.params, anchor)
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         fed.global_model = weighted_mean(updates, fed.num_train[clients])

@@ -9,10 +9,9 @@ import torch
 from torch import Tensor
 
 from gflkit.algorithms.local import Local
-from gflkit.algorithms.terms import squared_distance
 from gflkit.communication import Communication
 from gflkit.federation import Federation
-from gflkit.training import LocalStep
+from gflkit.training import Proximal
 
 STARTS = ("personal", "cloud")
 
@@ -116,7 +115,6 @@ class FedAMP(Local):
     """
 
     name = "fedamp"
-    adds_local_loss = True
     Params = FedAMPParams
 
     def __init__(self, **options: Any):
@@ -137,11 +135,8 @@ class FedAMP(Local):
     def local_context(self, fed: Federation, client: int) -> dict[str, Tensor]:
         return {"cloud": self.cloud[client]}
 
-    def local_loss(self, fed: Federation, step: LocalStep) -> Tensor | None:
-        if self.params.lam == 0:
-            return None
-        anchor = fed.flat.parameters_as_views(step.context["cloud"])
-        return self.params.lam / (2.0 * self.params.alpha) * squared_distance(step.params, anchor)
+    def proximal(self, fed: Federation) -> Proximal | None:
+        return Proximal(self.params.lam / self.params.alpha, "cloud") if self.params.lam else None
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         self.uploads[clients] = updates

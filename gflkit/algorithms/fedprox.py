@@ -3,11 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torch import Tensor
-
 from gflkit.algorithms.method import Method
 from gflkit.algorithms.sharing import SharingParams
-from gflkit.algorithms.terms import squared_distance
 
 
 @dataclass(frozen=True)
@@ -30,11 +27,11 @@ class FedProx(Method):
 
     where :math:`w^t` is the global model the round started from (under partial sharing, the model the
     client started from: global on the shared entries, its own elsewhere). Aggregation is FedAvg's. Written on
-    the public surface (:class:`~gflkit.algorithms.method.Method`): a local penalty and nothing else.
+    the public surface (:class:`~gflkit.algorithms.method.Method`): a proximal weight and nothing else.
     """
 
     name = "fedprox"
     Params = FedProxParams
 
-    def local_penalty(self, w: dict[str, Tensor], start: dict[str, Tensor], round: int) -> Tensor:
-        return 0.5 * self.params.mu * squared_distance(w.values(), start.values())
+    def proximal_weight(self) -> float:
+        return self.params.mu

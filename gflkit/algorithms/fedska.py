@@ -211,25 +211,28 @@ def feature_gradients(fed: Federation, structure: Tensor, sizes: Sequence[int]) 
     ``sizes[k]`` rows of ``structure[:, k]`` (``P × K × h``; zero below them), where
     :math:`l_k = \frac1{N_k}\sum_i \ell(\mathrm{head}_k(h^{i}_{g,k}), y^i_k)` is the task loss of client
     ``k``'s own head (its row of ``fed.models``, in eval mode) predicting each training sample's label from
-    its structure feature. Clients of equal ``N_k`` are one ``vmap`` over their model rows, so every loss
-    is the task's own mean over the client's true samples."""
+    its structure feature. All clients are one ``vmap`` over their model rows: each loss is the sum of the
+    per-sample losses (:meth:`~gflkit.tasks.ClassificationTask.sample_losses`) over the client's true
+    samples divided by :math:`N_k` — the gradients of the task's mean, bit for bit — and the positions
+    below them are masked out."""
     head = HeadOf(fed.flat.module).eval()
-    entries = fed.layout.entries
     structure = structure.detach()
-    gradients = torch.zeros_like(structure)
+    positions = torch.arange(structure.shape[0], device=structure.device)
+    counts = torch.tensor(sizes, device=structure.device)
+    valid = positions < counts[:, None]  # K × P
+    labels = torch.zeros(valid.shape, dtype=fed.data.y.dtype, device=structure.device)
+    for k, size in enumerate(sizes):
+        labels[k, :size] = fed.data.y[fed.data.train_indices[k]]
 
-    def loss(params: dict[str, Tensor], h: Tensor, y: Tensor) -> Tensor:
-        return fed.task.loss(torch.func.functional_call(head, params, (h,)), y)
+    def loss(params: dict[str, Tensor], h: Tensor, y: Tensor, mask: Tensor, count: Tensor) -> Tensor:
+        losses = fed.task.sample_losses(torch.func.functional_call(head, params, (h,)), y)
+        return (losses * mask).sum() / count
 
+    params = {f"model.{e.name}": fed.models[:, e.slice].view(len(sizes), *e.shape) for e in fed.layout.entries}
     per_client = torch.func.vmap(torch.func.grad(loss, argnums=1))
-    for size in sorted(set(sizes)):
-        clients = [k for k, n in enumerate(sizes) if n == size]
-        rows = fed.models[clients]
-        params = {f"model.{e.name}": rows[:, e.slice].view(len(clients), *e.shape) for e in entries}
-        labels = torch.stack([fed.data.y[fed.data.train_indices[k]] for k in clients])
-        features = structure[:size, clients].transpose(0, 1)
-        gradients[:size, clients] = per_client(params, features, labels).transpose(0, 1)
-    return gradients
+    gradients = per_client(params, structure.transpose(0, 1), labels, valid.to(structure.dtype),
+                           counts.clamp(min=1).to(structure.dtype))
+    return torch.where(valid[..., None], gradients, 0.0).transpose(0, 1)
 
 
 class FedSKA(FedAvg):

@@ -23,10 +23,9 @@ import torch
 from torch import Tensor
 
 from gflkit.algorithms.base import Algorithm
-from gflkit.algorithms.terms import squared_distance
 from gflkit.federation import Federation
 from gflkit.graphs.jgesr import JGESRParams, Restoration, restore
-from gflkit.training import LocalStep
+from gflkit.training import Proximal
 
 
 class JGESR(Algorithm):
@@ -40,7 +39,6 @@ class JGESR(Algorithm):
 
     name = "pdca"
     varying_state = ("received", "mask", "graph", "objective", "rounds", "degrees")
-    adds_local_loss = True
     batchable = True
     solver = "pdca"
     Params = JGESRParams
@@ -76,9 +74,8 @@ class JGESR(Algorithm):
     def local_context(self, fed: Federation, client: int) -> dict[str, Tensor]:
         return {"anchor": fed.models[client]}
 
-    def local_loss(self, fed: Federation, step: LocalStep) -> Tensor:
-        anchor = fed.flat.parameters_as_views(step.context["anchor"])
-        return 0.5 * self.params.mu * squared_distance(step.params, anchor)
+    def proximal(self, fed: Federation) -> Proximal:
+        return Proximal(self.params.mu, "anchor")
 
     def aggregate(self, fed: Federation, clients: Tensor, updates: Tensor, round: int) -> None:
         self.received[clients] = updates

@@ -5,6 +5,7 @@ server combines what the clients send. :class:`Method` is FedAvg with those two 
 
 .. math::
     \text{client } k:\quad \min_w\; f_k(w) + \texttt{local\_penalty}(w, w^{\text{start}}_k)
+    + \tfrac{\rho}{2}\lVert w - w^{\text{start}}_k\rVert^2
     \qquad\qquad
     \text{server:}\quad \texttt{aggregate\_models}(w_{k_1}, \dots, w_{k_n}) \to
     \begin{cases} w & \text{one global model} \\ \tilde w_{k_1}, \dots, \tilde w_{k_n} &
@@ -12,7 +13,9 @@ server combines what the clients send. :class:`Method` is FedAvg with those two 
 
 * :meth:`Method.local_penalty` is written for **one** model: ``w`` and ``start`` map each parameter's name
   (as in ``model.named_parameters()``) to its tensor. The engine trains every sampled client with it — many at
-  once where the clients can be batched, which the penalty never has to know about.
+  once where the clients can be batched, which the penalty never has to know about. A proximal pull towards the
+  start, :math:`\rho` from :meth:`Method.proximal_weight`, needs no penalty: the engine adds its gradient
+  :math:`\rho\,(w - w^{\text{start}})` directly, which is cheaper than differentiating it.
 * :meth:`Method.aggregate_models` sees the uploads as rows of a matrix (``n × d``, one flat model per sampled
   client) with :class:`Uploads` telling whose they are, how much data each holds, the round, the given client
   graph (if the data come with one) and a random stream of the method's own.
@@ -39,7 +42,7 @@ from gflkit.algorithms.fedavg import FedAvg
 from gflkit.federation import Federation
 from gflkit.seeding import generator
 from gflkit.state import Layout
-from gflkit.training import LocalStep
+from gflkit.training import LocalStep, Proximal
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,9 @@ class Method(FedAvg):
     """A method written as a local penalty and an aggregation (see the module docstring).
 
     Subclass it, give it a ``name`` (and a frozen dataclass ``Params`` of hyper-parameters, read as
-    ``self.params``), override one or both of :meth:`local_penalty` and :meth:`aggregate_models`, and set
-    ``personalised = True`` when the server keeps one model per client instead of one global model. A
+    ``self.params``), override any of :meth:`local_penalty`, :meth:`proximal_weight` and
+    :meth:`aggregate_models`, and set ``personalised = True`` when the server keeps one model per client instead
+    of one global model. A
     ``Params`` with a ``share`` field (:class:`~gflkit.algorithms.sharing.SharingParams`) gives partial sharing
     as in FedAvg; without one everything is shared.
     """
@@ -94,13 +98,19 @@ class Method(FedAvg):
         super().__init_subclass__(**kwargs)
         cls.adds_local_loss = cls.local_penalty is not Method.local_penalty
 
-    # --- the two places a method changes -------------------------------------------------------
+    # --- the places a method changes -------------------------------------------------------------
+
     def local_penalty(self, w: dict[str, Tensor], start: dict[str, Tensor], round: int) -> Tensor | None:
         """A term added to one client's training loss at every local step (none by default).
 
         ``w`` maps each trainable parameter's name to the client's current tensor (differentiate through it),
         ``start`` to the model the client started the round from (constants); ``round`` counts from 1.
         """
+        return None
+
+    def proximal_weight(self) -> float | None:
+        r"""The weight :math:`\rho` of a proximal term :math:`\frac{\rho}{2}\lVert w - w^{\text{start}}\rVert^2`
+        in every client's objective, or None (the default) for none. The engine adds its gradient directly."""
         return None
 
     def aggregate_models(self, uploads: Uploads) -> Tensor:
@@ -128,7 +138,12 @@ class Method(FedAvg):
         return fed.models[client] if self.personalised else super().configure(fed, client)
 
     def local_context(self, fed: Federation, client: int) -> dict[str, Tensor]:
-        return {"start": self.configure(fed, client)} if self.adds_local_loss else {}
+        needs_start = self.adds_local_loss or self.proximal_weight() is not None
+        return {"start": self.configure(fed, client)} if needs_start else {}
+
+    def proximal(self, fed: Federation) -> Proximal | None:
+        weight = self.proximal_weight()
+        return None if weight is None else Proximal(weight, "start")
 
     def local_loss(self, fed: Federation, step: LocalStep) -> Tensor | None:
         names = fed.layout.parameter_names

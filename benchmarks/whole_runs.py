@@ -12,9 +12,9 @@ Each case runs in a fresh process: the profile's own run (its evaluation schedul
 rounds, timed in CPU seconds per round after the data are loaded. Its **floor** is the arithmetic of the
 round's local training at this machine's matrix-multiply rate: three times the model's forward FLOPs per
 sample (forward plus a backward of twice the forward, counted by ``torch.utils.flop_counter`` on one sample)
-times the samples the round trains, divided by the FLOP/s of a 1024 × 1024 single-thread ``torch.mm``
-measured in the same process (so a run and its floor share the machine's load; ``× floor`` is the median of
-each run's own ratio). Server-side work (aggregation, FedSKA's encoder, PDCA) is not in the floor.
+times the samples the round trains, divided by the FLOP/s of a 1024 × 1024 single-thread ``torch.mm`` measured
+in the same process before and after the run (the fastest of 20 products each time; ``× floor`` is the median
+of each run's own ratio). Server-side work (aggregation, FedSKA's encoder, PDCA) is not in the floor.
 
 With ``--baseline REV`` every case also runs on the code of git revision ``REV`` (``git archive`` into a
 temporary folder, put first on ``PYTHONPATH``), the two versions alternating, so the ratio of their costs is
@@ -57,8 +57,9 @@ def case_config(case: str):
     return benchmark.method_config(resolve_profile(benchmark.PROFILES, "paper1"), method, setting, 0)
 
 
-def matmul_rate(size: int = 1024, repeats: int = 10) -> float:
-    """FLOP/s of one ``size × size`` float32 matrix product on this thread (median of ``repeats``)."""
+def matmul_rate(size: int = 1024, repeats: int = 20) -> float:
+    """FLOP/s of one ``size × size`` float32 matrix product on this thread: the fastest of ``repeats``, the
+    machine's rate when nothing else slows it."""
     import torch
     a, b = torch.randn(size, size), torch.randn(size, size)
     torch.mm(a, b)
@@ -67,7 +68,7 @@ def matmul_rate(size: int = 1024, repeats: int = 10) -> float:
         start = time.perf_counter()
         torch.mm(a, b)
         runs.append(time.perf_counter() - start)
-    return 2 * size**3 / statistics.median(runs)
+    return 2 * size**3 / min(runs)
 
 
 def training_flops(fed, config) -> float:
@@ -94,10 +95,11 @@ def measure_case(case: str, rounds: int, data_root: str | None) -> dict[str, flo
     config = dataclasses.replace(profile_run, rounds=rounds)
     fed = build_federation(config, Runtime(data_root=data_root, device="cpu"))
     algorithm = build_algorithm(config.method, **config.method_options)
-    rate = matmul_rate()
+    before = matmul_rate()
     start = time.process_time()
     run_rounds(fed, algorithm, config.schedule(0), progress=False)
     seconds = (time.process_time() - start) / rounds
+    rate = max(before, matmul_rate())
     return {"seconds_per_round": seconds, "floor": training_flops(fed, config) / rate, "gflops": rate / 1e9,
             "profile_rounds": profile_run.rounds}
 

@@ -21,7 +21,9 @@ into its parameters (the :class:`~gflkit.state.Layout` of the K×d state), so no
 * each client's batches come from its own ``(seed, round, client, stream)`` stream, in the same order;
 * a client whose batches are used up takes no more steps (clients of unequal sizes);
 * clients whose ``s``-th batches differ in size (a last partial batch) form separate groups, so every
-  loss is a mean over the client's true batch and no padding ever enters a loss;
+  loss is a mean over the client's true batch; without a loss term, on a task with per-sample losses, the
+  partial batches of a step are one group padded to its widest, each loss a masked sum over the client's true
+  samples divided by their number (:func:`masked_client_gradients`: the padding adds exact zeros);
 * a client's loss term sees its own parameters and context (``LocalStep.params`` / ``.context``).
 
 **What falls back to the sequential loop** (:func:`batching_obstacle` says why): models with buffers
@@ -31,6 +33,9 @@ written for batching (``Algorithm.batchable``).
 
 Under ``local_training="auto"`` batching is also skipped where it would be slower
 (:func:`slower_than_sequential`: a single client, a recurrent model, a convolutional model on a CPU).
+
+The clients are ordered so that each step's groups are contiguous rows (:func:`contiguous_order`), read as views
+and updated in place: no step gathers or scatters parameter rows or allocates a fresh ``n × d`` tensor.
 
 Clients are processed in chunks of ``client_chunk`` rows; by default as many as fit a memory budget
 (:func:`auto_client_chunk`), so a large model or a small GPU still fits.
@@ -212,6 +217,23 @@ def client_gradients(fed: Federation, round: int, loss_term: LossTerm | None):
     return torch.func.vmap(torch.func.grad(loss, has_aux=True))
 
 
+def masked_client_gradients(fed: Federation):
+    r"""``(parameters, x, y, mask, counts) ↦ (gradients, task losses)`` for clients whose batches differ in size,
+    padded to one width: each loss is :math:`\frac{1}{n_k}\sum_i m_i\,\ell_i` over the per-sample losses
+    (:meth:`~gflkit.tasks.ClassificationTask.sample_losses`), so a padded sample (``m_i = 0``) adds exact zeros
+    and the gradients are those of the task's mean over the client's true batch (the padding's zeros can change
+    a sum's rounding, not its value). For steps without a loss term, on tasks with per-sample losses."""
+    forward = FeaturesAndLogits(fed.flat.module).train()
+    names = [f"model.{e.name}" for e in fed.layout.entries if not e.is_buffer]
+
+    def loss(params: tuple[Tensor, ...], x: Tensor, y: Tensor, mask: Tensor, count: Tensor):
+        _, logits = torch.func.functional_call(forward, dict(zip(names, params)), (x,))
+        task = (fed.task.sample_losses(logits, y) * mask).sum() / count
+        return task, task.detach()
+
+    return torch.func.vmap(torch.func.grad(loss, has_aux=True))
+
+
 def contiguous_order(sizes: Tensor) -> Tensor:
     """A permutation of the clients (rows of the ``n × S`` batch ``sizes``) that keeps each step's groups together.
 
@@ -226,19 +248,21 @@ def contiguous_order(sizes: Tensor) -> Tensor:
     return order
 
 
-def step_groups(column: Sequence[int], chunk: int) -> Iterator[tuple[int, slice | list[int]]]:
-    """The groups of one step: ``(batch size, rows)`` for each size > 0 in ``column`` (every client's batch
-    size at the step), in parts of at most ``chunk`` rows; a part is a ``slice`` where its rows are contiguous,
-    else a list of row numbers."""
+def step_groups(column: Sequence[int], chunk: int, pad_below: int = 0) -> Iterator[tuple[int, slice | list[int]]]:
+    """The groups of one step: ``(width, rows)`` for each size > 0 in ``column`` (every client's batch size at the
+    step), in parts of at most ``chunk`` rows; a part is a ``slice`` where its rows are contiguous, else a list of
+    row numbers. Sizes below ``pad_below`` (the last partial batches, for a loop that pads them) form one group
+    whose width is the largest of them."""
     by_size: dict[int, list[int]] = {}
     for row, size in enumerate(column):
         if size:
-            by_size.setdefault(size, []).append(row)
+            by_size.setdefault(size if size >= pad_below else -1, []).append(row)
     for size, rows in sorted(by_size.items()):
+        width = size if size > 0 else max(column[row] for row in rows)
         contiguous = rows[-1] - rows[0] + 1 == len(rows)
         for start in range(0, len(rows), chunk):
             part = rows[start : start + chunk]
-            yield size, slice(part[0], part[-1] + 1) if contiguous else part
+            yield width, slice(part[0], part[-1] + 1) if contiguous else part
 
 
 class SampleBuffer:
@@ -294,16 +318,26 @@ def train_batched(
     anchors = parameter_views(stacked[proximal.anchor], fed) if proximal is not None else [None] * len(params)
     rates = step_rates(fed, clients, config, sizes.shape[1], weights.dtype)
     gradients_of = client_gradients(fed, round, loss_term)
+    # without a loss term (which sees the whole batch), clients' last partial batches train as one padded group
+    pad = loss_term is None and hasattr(fed.task, "sample_losses")
+    padded_gradients_of = masked_client_gradients(fed) if pad else None
     chunk = client_chunk or auto_client_chunk(fed, config.batch_size)
     totals = torch.zeros(len(clients), device=fed.device)
     inputs = SampleBuffer(fed.data.x, min(chunk, len(clients)) * config.batch_size)
     for step, column in enumerate(sizes.t().tolist()):
-        for size, part in step_groups(column, chunk):
+        for size, part in step_groups(column, chunk, config.batch_size if pad else 0):
             rows = part if isinstance(part, slice) else torch.tensor(part, device=fed.device)
             batch = samples[rows, step, :size]
-            gradients, task_losses = gradients_of(
-                tuple(p[rows] for p in params), inputs.gather(batch), fed.data.y[batch],
-                positions[rows, step, :size], {name: value[rows] for name, value in stacked.items()})
+            true_sizes = sizes[part, step]
+            if (true_sizes < size).any():
+                mask = torch.arange(size) < true_sizes[:, None]
+                gradients, task_losses = padded_gradients_of(
+                    tuple(p[rows] for p in params), inputs.gather(batch), fed.data.y[batch],
+                    mask.to(fed.device, weights.dtype), true_sizes.to(fed.device, weights.dtype))
+            else:
+                gradients, task_losses = gradients_of(
+                    tuple(p[rows] for p in params), inputs.gather(batch), fed.data.y[batch],
+                    positions[rows, step, :size], {name: value[rows] for name, value in stacked.items()})
             for param, gradient, momentum, anchor in zip(params, gradients, velocity, anchors):
                 if anchor is not None:
                     gradient.add_(proximal.gradient(param[rows], anchor[rows]))
@@ -324,5 +358,5 @@ def train_batched(
 
 
 __all__ = ["CPU_MEMORY_BUDGET", "FeaturesAndLogits", "auto_client_chunk", "batch_schedule", "batching_obstacle",
-           "contiguous_order", "has_dropout", "parameter_views", "slower_than_sequential", "step_groups", "step_rates",
-           "train_batched"]
+           "contiguous_order", "has_dropout", "masked_client_gradients", "parameter_views", "slower_than_sequential",
+           "step_groups", "step_rates", "train_batched"]

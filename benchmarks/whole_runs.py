@@ -9,7 +9,8 @@ Four runs the verdicts spend their CPU time on, each on one thread:
   local epochs: sequential local training on a CPU).
 
 Each case runs in a fresh process: the profile's own run (its evaluation schedule included) for ``--rounds``
-rounds, timed in CPU seconds per round after the data are loaded. Its **floor** is the arithmetic of the
+rounds, timed in CPU seconds per round after the data are loaded (and, where rounds are short, after one untimed
+round, :data:`WARM_UP`). Its **floor** is the arithmetic of the
 round's local training at this machine's matrix-multiply rate: three times the model's forward FLOPs per
 sample (forward plus a backward of twice the forward, counted by ``torch.utils.flop_counter`` on one sample)
 times the samples the round trains, divided by the FLOP/s of a 1024 × 1024 single-thread ``torch.mm`` measured
@@ -40,6 +41,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: case → rounds timed by default (a multiple of the run's evaluation interval where it has one)
 CASES = {"fedavg_q2": 10, "fedavg_a05": 10, "fedska_a05": 5, "jgesr_pdca": 2}
+#: cases whose rounds are short enough that a process's one-off start (first calls, first allocations), which
+#: a whole run spreads over all its rounds, would weigh on a few timed ones: one untimed round runs first
+WARM_UP = ("fedavg_q2", "fedavg_a05", "fedska_a05")
 #: case → what it runs, for the table
 RUNS = {"fedavg_q2": "FedAvg, benchmark shards q=2", "fedavg_a05": "FedAvg, benchmark dirichlet α=0.5",
         "fedska_a05": "FedSKA, benchmark dirichlet α=0.5", "jgesr_pdca": "PDCA, JGESR paper1, s = 0.1"}
@@ -92,8 +96,13 @@ def measure_case(case: str, rounds: int, data_root: str | None) -> dict[str, flo
     from gflkit.experiment import build_federation
     from gflkit.runtime import Runtime
     profile_run = case_config(case)
+    runtime = Runtime(data_root=data_root, device="cpu")
+    if case in WARM_UP:
+        warm_up = dataclasses.replace(profile_run, rounds=1)
+        run_rounds(build_federation(warm_up, runtime), build_algorithm(warm_up.method, **warm_up.method_options),
+                   warm_up.schedule(0), progress=False)
     config = dataclasses.replace(profile_run, rounds=rounds)
-    fed = build_federation(config, Runtime(data_root=data_root, device="cpu"))
+    fed = build_federation(config, runtime)
     algorithm = build_algorithm(config.method, **config.method_options)
     before = matmul_rate()
     start = time.process_time()

@@ -315,7 +315,7 @@ def make_optimizer(parameters: list[torch.nn.Parameter], config: TrainConfig) ->
     if config.optimizer == "adam":
         return torch.optim.Adam(parameters, lr=config.lr, weight_decay=config.weight_decay)
     return torch.optim.SGD(parameters, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay,
-                           nesterov=config.nesterov)
+                           nesterov=config.nesterov, foreach=True)
 
 
 def local_sgd(

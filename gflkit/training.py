@@ -2,8 +2,9 @@
 
 Every method trains through :func:`local_sgd` (or its batched twin, :mod:`gflkit.batched`, which trains
 many clients at once with the same numbers). A method changes local training only by passing a
-``loss_term`` (FedProx's proximal term, Ditto's personal objective, FedSKA's cosine term, MOON's
-contrastive term): a function of the current :class:`LocalStep` returning an extra loss or ``None``.
+``loss_term`` (FedSKA's cosine term, MOON's contrastive term): a function of the current :class:`LocalStep`
+returning an extra loss or ``None``, or a :class:`Proximal` term (FedProx, Ditto's personal objective, FedAMP,
+JGESR's clients), whose gradient is added without differentiating it.
 A term reads the client's parameters from ``step.params`` and anything per client from
 ``step.context``, so the same term runs in both loops.
 

@@ -9,8 +9,10 @@ A method is a small class with
   ``adds_local_loss = True``), reading the client's
   parameters from ``step.params`` and what differs between clients from ``step.context``
   (:meth:`Algorithm.local_context`), so that it runs in the batched loop too;
+* :meth:`Algorithm.proximal`: an optional proximal term :math:`\frac{\rho}{2}\lVert w - a\rVert^2` whose gradient
+  both loops add directly (:class:`~gflkit.training.Proximal`; the anchor :math:`a` from the local context);
 * :meth:`Algorithm.train_clients`: the client step of the sampled clients (by default the shared local
-  loop from :meth:`configure` with :meth:`local_loss`, batched where it applies, then
+  loop from :meth:`configure` with :meth:`local_loss` and :meth:`proximal`, batched where it applies, then
   :meth:`finish_client` per client); :meth:`Algorithm.client_update` is the same step for one client;
 * :meth:`Algorithm.aggregate`: the server update from the returned vectors;
 * :meth:`Algorithm.evaluation_models`: the model the server holds for each client (the ``"server"``

@@ -1,7 +1,9 @@
-"""What the MNIST round benchmarks share: their command-line options."""
+"""What the benchmarks share: the MNIST round benchmarks' command-line options, timing a call repeatedly."""
 from __future__ import annotations
 
 import argparse
+import time
+from typing import Callable
 
 import torch
 
@@ -17,6 +19,17 @@ def round_benchmark_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     return parser
+
+
+def timings(call: Callable[[], object], repeats: int) -> list[float]:
+    """Seconds of ``repeats`` calls of ``call``, each timed alone, after one untimed call."""
+    call()
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        runs.append(time.perf_counter() - start)
+    return runs
 
 
 def use_threads(threads: int | None) -> None:

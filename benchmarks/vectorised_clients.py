@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from common import round_benchmark_parser, use_threads
+from common import round_benchmark_parser, timings, use_threads
 from gflkit.algorithms import build_algorithm
 from gflkit.engine import train_round
 from gflkit.experiment import RunConfig, build_federation
@@ -53,13 +53,7 @@ def matmul_throughput(clients: int, device: torch.device, repeats: int = 20) -> 
     """FLOP/s of a batched matrix product shaped like MCLR's first layer on one batch of every client."""
     a = torch.randn(clients, 32, 784, device=device)
     b = torch.randn(clients, 784, 64, device=device)
-    torch.bmm(a, b)
-    runs = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        torch.bmm(a, b)
-        runs.append(time.perf_counter() - start)
-    return 2 * clients * 32 * 784 * 64 / statistics.median(runs)
+    return 2 * clients * 32 * 784 * 64 / statistics.median(timings(lambda: torch.bmm(a, b), repeats))
 
 
 def main() -> None:

@@ -65,14 +65,9 @@ def matmul_rate(size: int = 1024, repeats: int = 20) -> float:
     """FLOP/s of one ``size × size`` float32 matrix product on this thread: the fastest of ``repeats``, the
     machine's rate when nothing else slows it."""
     import torch
+    from common import timings
     a, b = torch.randn(size, size), torch.randn(size, size)
-    torch.mm(a, b)
-    runs = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        torch.mm(a, b)
-        runs.append(time.perf_counter() - start)
-    return 2 * size**3 / min(runs)
+    return 2 * size**3 / min(timings(lambda: torch.mm(a, b), repeats))
 
 
 def training_flops(fed, config) -> float:

@@ -1,4 +1,4 @@
-"""The strategy interface every method implements: configure → client step → aggregate.
+r"""The strategy interface every method implements: configure → client step → aggregate.
 
 A method is a small class with
 

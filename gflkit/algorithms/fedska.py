@@ -211,28 +211,39 @@ def feature_gradients(fed: Federation, structure: Tensor, sizes: Sequence[int]) 
     ``sizes[k]`` rows of ``structure[:, k]`` (``P × K × h``; zero below them), where
     :math:`l_k = \frac1{N_k}\sum_i \ell(\mathrm{head}_k(h^{i}_{g,k}), y^i_k)` is the task loss of client
     ``k``'s own head (its row of ``fed.models``, in eval mode) predicting each training sample's label from
-    its structure feature. All clients are one ``vmap`` over their model rows: each loss is the sum of the
-    per-sample losses (:meth:`~gflkit.tasks.ClassificationTask.sample_losses`) over the client's true
-    samples divided by :math:`N_k` — the gradients of the task's mean, bit for bit — and the positions
-    below them are masked out."""
+    its structure feature.
+
+    On a task with per-sample losses (:meth:`~gflkit.tasks.ClassificationTask.sample_losses`) all clients are
+    one ``vmap`` over their model rows: each loss is the sum of the per-sample losses over the client's true
+    samples divided by :math:`N_k` — the gradients of the task's mean, bit for bit — with the positions beyond
+    them masked out. Otherwise (forecasting's masked MAE) clients of equal :math:`N_k` are one ``vmap`` each."""
     head = HeadOf(fed.flat.module).eval()
     structure = structure.detach()
-    positions = torch.arange(structure.shape[0], device=structure.device)
-    counts = torch.tensor(sizes, device=structure.device)
-    valid = positions < counts[:, None]  # K × P
-    labels = torch.zeros(valid.shape, dtype=fed.data.y.dtype, device=structure.device)
-    for k, size in enumerate(sizes):
-        labels[k, :size] = fed.data.y[fed.data.train_indices[k]]
+    masked = hasattr(fed.task, "sample_losses")
 
-    def loss(params: dict[str, Tensor], h: Tensor, y: Tensor, mask: Tensor, count: Tensor) -> Tensor:
-        losses = fed.task.sample_losses(torch.func.functional_call(head, params, (h,)), y)
-        return (losses * mask).sum() / count
+    def loss(params: dict[str, Tensor], h: Tensor, y: Tensor, valid: Tensor, count: Tensor) -> Tensor:
+        outputs = torch.func.functional_call(head, params, (h,))
+        if masked:
+            return (fed.task.sample_losses(outputs, y) * valid).sum() / count
+        return fed.task.loss(outputs, y)
 
-    params = {f"model.{e.name}": fed.models[:, e.slice].view(len(sizes), *e.shape) for e in fed.layout.entries}
     per_client = torch.func.vmap(torch.func.grad(loss, argnums=1))
-    gradients = per_client(params, structure.transpose(0, 1), labels, valid.to(structure.dtype),
+    groups = [list(range(len(sizes)))] if masked else [[k for k, n in enumerate(sizes) if n == size]
+                                                        for size in sorted(set(sizes))]
+    gradients = torch.zeros_like(structure)
+    for clients in groups:
+        width = max(sizes[k] for k in clients)
+        counts = torch.tensor([sizes[k] for k in clients], device=structure.device)
+        valid = torch.arange(width, device=structure.device) < counts[:, None]  # clients × width
+        labels = fed.data.y.new_zeros((len(clients), width, *fed.data.y.shape[1:]))
+        for row, k in enumerate(clients):
+            labels[row, : sizes[k]] = fed.data.y[fed.data.train_indices[k]]
+        rows = fed.models[clients]
+        params = {f"model.{e.name}": rows[:, e.slice].view(len(clients), *e.shape) for e in fed.layout.entries}
+        found = per_client(params, structure[:width, clients].transpose(0, 1), labels, valid.to(structure.dtype),
                            counts.clamp(min=1).to(structure.dtype))
-    return torch.where(valid[..., None], gradients, 0.0).transpose(0, 1)
+        gradients[:width, clients] = torch.where(valid[..., None], found, 0.0).transpose(0, 1)
+    return gradients
 
 
 class FedSKA(FedAvg):

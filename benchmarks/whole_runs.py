@@ -1,4 +1,4 @@
-"""Whole runs against their arithmetic floor, and against another version of the code in the same session.
+"""Whole runs against their arithmetic floor, and against another version of the code in the same run.
 
 Four runs the verdicts spend their CPU time on, each on one thread:
 

@@ -24,9 +24,16 @@ demo:
 # Notebooks under test write into a fresh folder, so no stored run from an earlier demo is re-used. They show
 # text progress bars, as `gflkit notebook` runs them: with widget bars, nbval's 5-second wait for a long cell's
 # output timed out on a loaded machine (benchmark.ipynb's run cell, twice in two tries); text bars passed there.
+# Tests run on TEST_WORKERS processes (pytest-xdist; default: one per CPU core), each on one thread, a test module
+# on one worker; the tests that start Ray, Flower or Jupyter (marked `processes`) then run alone, one at a time.
+TEST_WORKERS ?= auto
+test: export GFLKIT_THREADS = 1
+test: export OMP_NUM_THREADS = 1
+test: export MKL_NUM_THREADS = 1
 test:
-	GFLKIT_RESULTS=$$(mktemp -d) $(PY) -m pytest -q tests
-	GFLKIT_RESULTS=$$(mktemp -d) GFLKIT_PROGRESS=text $(PY) -m pytest -q --nbval-lax notebooks
+	GFLKIT_RESULTS=$$(mktemp -d) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not processes" --durations=10 tests
+	GFLKIT_RESULTS=$$(mktemp -d) $(PY) -m pytest -q -m processes --durations=5 tests
+	GFLKIT_RESULTS=$$(mktemp -d) GFLKIT_PROGRESS=text $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --nbval-lax notebooks
 
 # EXECUTOR=ray computes each notebook's runs as Ray tasks; RAY_ADDRESS=ray://host:10001 names a cluster.
 reproduce:

@@ -21,8 +21,8 @@ into its parameters (the :class:`~gflkit.state.Layout` of the K×d state), so no
 * each client's batches come from its own ``(seed, round, client, stream)`` stream, in the same order;
 * a client whose batches are used up takes no more steps (clients of unequal sizes);
 * clients whose ``s``-th batches differ in size (a last partial batch) form separate groups, so every
-  loss is a mean over the client's true batch; without a loss term, on a task with per-sample losses, the
-  partial batches of a step are one group padded to its widest, each loss a masked sum over the client's true
+  loss is a mean over the client's true batch; without a loss term, on a task with a masked loss, all
+  batches of a step are one group padded to the widest, each loss a masked sum over the client's true
   samples divided by their number (:func:`masked_client_gradients`: the padding adds exact zeros);
 * a client's loss term sees its own parameters and context (``LocalStep.params`` / ``.context``).
 
@@ -219,16 +219,15 @@ def client_gradients(fed: Federation, round: int, loss_term: LossTerm | None):
 
 def masked_client_gradients(fed: Federation):
     r"""``(parameters, x, y, mask, counts) ↦ (gradients, task losses)`` for clients whose batches differ in size,
-    padded to one width: each loss is :math:`\frac{1}{n_k}\sum_i m_i\,\ell_i` over the per-sample losses
-    (:meth:`~gflkit.tasks.ClassificationTask.sample_losses`), so a padded sample (``m_i = 0``) adds exact zeros
-    and the gradients are those of the task's mean over the client's true batch (the padding's zeros can change
-    a sum's rounding, not its value). For steps without a loss term, on tasks with per-sample losses."""
+    padded to one width: each loss is the task's mean over the client's true batch as a masked sum
+    (:meth:`~gflkit.tasks.ClassificationTask.masked_loss`), so a padded sample adds an exact zero. For steps
+    without a loss term, on tasks with a masked loss."""
     forward = FeaturesAndLogits(fed.flat.module).train()
     names = [f"model.{e.name}" for e in fed.layout.entries if not e.is_buffer]
 
     def loss(params: tuple[Tensor, ...], x: Tensor, y: Tensor, mask: Tensor, count: Tensor):
         _, logits = torch.func.functional_call(forward, dict(zip(names, params)), (x,))
-        task = (fed.task.sample_losses(logits, y) * mask).sum() / count
+        task = fed.task.masked_loss(logits, y, mask, count)
         return task, task.detach()
 
     return torch.func.vmap(torch.func.grad(loss, has_aux=True))
@@ -248,17 +247,17 @@ def contiguous_order(sizes: Tensor) -> Tensor:
     return order
 
 
-def step_groups(column: Sequence[int], chunk: int, pad_below: int = 0) -> Iterator[tuple[int, slice | list[int]]]:
+def step_groups(column: Sequence[int], chunk: int, pad: bool = False) -> Iterator[tuple[int, slice | list[int]]]:
     """The groups of one step: ``(width, rows)`` for each size > 0 in ``column`` (every client's batch size at the
     step), in parts of at most ``chunk`` rows; a part is a ``slice`` where its rows are contiguous, else a list of
-    row numbers. Sizes below ``pad_below`` (the last partial batches, for a loop that pads them) form one group
-    whose width is the largest of them."""
+    row numbers. With ``pad`` (a loop that pads batches to one width) all of the step's batches form one group,
+    as wide as the largest."""
     by_size: dict[int, list[int]] = {}
     for row, size in enumerate(column):
         if size:
-            by_size.setdefault(size if size >= pad_below else -1, []).append(row)
+            by_size.setdefault(0 if pad else size, []).append(row)
     for size, rows in sorted(by_size.items()):
-        width = size if size > 0 else max(column[row] for row in rows)
+        width = max(column[row] for row in rows) if pad else size
         contiguous = rows[-1] - rows[0] + 1 == len(rows)
         for start in range(0, len(rows), chunk):
             part = rows[start : start + chunk]
@@ -318,14 +317,14 @@ def train_batched(
     anchors = parameter_views(stacked[proximal.anchor], fed) if proximal is not None else [None] * len(params)
     rates = step_rates(fed, clients, config, sizes.shape[1], weights.dtype)
     gradients_of = client_gradients(fed, round, loss_term)
-    # without a loss term (which sees the whole batch), clients' last partial batches train as one padded group
-    pad = loss_term is None and hasattr(fed.task, "sample_losses")
+    # without a loss term (which sees the whole batch), a step's batches train as one group, padded to the widest
+    pad = loss_term is None and hasattr(fed.task, "masked_loss")
     padded_gradients_of = masked_client_gradients(fed) if pad else None
     chunk = client_chunk or auto_client_chunk(fed, config.batch_size)
     totals = torch.zeros(len(clients), device=fed.device)
     inputs = SampleBuffer(fed.data.x, min(chunk, len(clients)) * config.batch_size)
     for step, column in enumerate(sizes.t().tolist()):
-        for size, part in step_groups(column, chunk, config.batch_size if pad else 0):
+        for size, part in step_groups(column, chunk, pad):
             rows = part if isinstance(part, slice) else torch.tensor(part, device=fed.device)
             batch = samples[rows, step, :size]
             true_sizes = sizes[part, step]

@@ -43,9 +43,11 @@ class ClassificationTask:
         """Mean cross-entropy of a batch."""
         return F.cross_entropy(logits, targets)
 
-    def sample_losses(self, logits: Tensor, targets: Tensor) -> Tensor:
-        """Each sample's cross-entropy (:meth:`loss` is their mean)."""
-        return F.cross_entropy(logits, targets, reduction="none")
+    def masked_loss(self, logits: Tensor, targets: Tensor, mask: Tensor, count: Tensor) -> Tensor:
+        r""":meth:`loss` over the ``count`` samples whose ``mask`` is 1, in a batch padded to a common width:
+        :math:`\frac{1}{n}\sum_i m_i \ell_i` with :math:`\ell_i` each sample's cross-entropy, so a padded sample
+        (:math:`m_i = 0`) adds an exact zero (it can change the sum's rounding, not its value)."""
+        return (F.cross_entropy(logits, targets, reduction="none") * mask).sum() / count
 
     def evaluate(self, logits: Tensor, targets: Tensor) -> dict[str, float]:
         """Sums over the batch (``correct``, ``loss_sum``, ``count``) so that batches can be added up."""

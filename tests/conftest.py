@@ -19,6 +19,18 @@ from gflkit.training import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: modules that start Ray, Flower or Jupyter, whose timeouts and process checks expect the machine to themselves:
+#: they are marked ``processes``, and ``make test`` runs them after the other tests, one at a time
+PROCESS_MODULES = {"test_executors", "test_flower", "test_flower_app", "test_flower_paper", "test_lab", "test_lifeline"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of :data:`PROCESS_MODULES` ``processes``; group every other module's tests for pytest-xdist's
+    ``loadgroup``, one group per module, so that its module-scoped fixtures are built once."""
+    for item in items:
+        module = item.path.stem
+        item.add_marker(pytest.mark.processes if module in PROCESS_MODULES else pytest.mark.xdist_group(module))
+
 
 def make_federation(num_clients: int = 4, per_client: int = 40, seed: int = 0, model: str = "mclr",
                     model_options: dict | None = None, held_out: torch.Tensor | None = None) -> Federation:

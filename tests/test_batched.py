@@ -129,6 +129,12 @@ def test_groups_that_cannot_be_contiguous_are_lists_and_chunks_split_them():
     assert list(step_groups([0, 0], chunk=2)) == []
 
 
+def test_a_padding_loop_trains_all_of_a_steps_batches_as_one_group_as_wide_as_the_widest():
+    assert list(step_groups([4, 4, 3, 1, 0], chunk=10, pad=True)) == [(4, slice(0, 4))]
+    assert list(step_groups([2, 0, 3], chunk=10, pad=True)) == [(3, [0, 2])]
+    assert list(step_groups([4, 2, 1], chunk=2, pad=True)) == [(4, slice(0, 2)), (4, slice(2, 3))]
+
+
 def test_chunks_of_clients_give_the_same_models():
     whole, algorithm = digits_federation("fedprox", "mclr", "batched")
     chunked, _ = digits_federation("fedprox", "mclr", "batched")

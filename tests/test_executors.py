@@ -276,8 +276,14 @@ def probe():
 
     method = register_method(runtime_probe())
     threads = torch.get_num_threads()
+    variables = {name: os.environ.get(name) for name in ("GFLKIT_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     yield method
     torch.set_num_threads(threads)
+    for name, value in variables.items():  # Runtime(threads=…) sets them for the whole process
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     ALGORITHMS.pop(method.name, None)
 
 

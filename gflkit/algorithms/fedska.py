@@ -213,24 +213,27 @@ def feature_gradients(fed: Federation, structure: Tensor, sizes: Sequence[int]) 
     ``k``'s own head (its row of ``fed.models``, in eval mode) predicting each training sample's label from
     its structure feature.
 
-    On a task with per-sample losses (:meth:`~gflkit.tasks.ClassificationTask.sample_losses`) all clients are
-    one ``vmap`` over their model rows: each loss is the sum of the per-sample losses over the client's true
+    On a task with a masked loss (:meth:`~gflkit.tasks.ClassificationTask.masked_loss`) all clients are one
+    ``vmap`` over their model rows: each loss is the sum of the per-sample losses over the client's true
     samples divided by :math:`N_k` — the gradients of the task's mean, bit for bit — with the positions beyond
     them masked out. Otherwise (forecasting's masked MAE) clients of equal :math:`N_k` are one ``vmap`` each."""
     head = HeadOf(fed.flat.module).eval()
     structure = structure.detach()
-    masked = hasattr(fed.task, "sample_losses")
+    masked = hasattr(fed.task, "masked_loss")
 
     def loss(params: dict[str, Tensor], h: Tensor, y: Tensor, valid: Tensor, count: Tensor) -> Tensor:
         outputs = torch.func.functional_call(head, params, (h,))
         if masked:
-            return (fed.task.sample_losses(outputs, y) * valid).sum() / count
+            return fed.task.masked_loss(outputs, y, valid, count)
         return fed.task.loss(outputs, y)
 
-    per_client = torch.func.vmap(torch.func.grad(loss, argnums=1))
+    # the clients are the structure's dimension 1, read and written there (no transposed copies)
+    per_client = torch.func.vmap(torch.func.grad(loss, argnums=1), in_dims=(0, 1, 0, 0, 0), out_dims=1)
     groups = [list(range(len(sizes)))] if masked else [[k for k, n in enumerate(sizes) if n == size]
                                                         for size in sorted(set(sizes))]
-    gradients = torch.zeros_like(structure)
+    # one group of every client, as wide as the structure, gives every gradient at once: nothing to scatter
+    whole = len(groups) == 1 and max(sizes) == structure.shape[0]
+    gradients = None if whole else torch.zeros_like(structure)
     for clients in groups:
         width = max(sizes[k] for k in clients)
         counts = torch.tensor([sizes[k] for k in clients], device=structure.device)
@@ -240,9 +243,12 @@ def feature_gradients(fed: Federation, structure: Tensor, sizes: Sequence[int]) 
             labels[row, : sizes[k]] = fed.data.y[fed.data.train_indices[k]]
         rows = fed.models[clients]
         params = {f"model.{e.name}": rows[:, e.slice].view(len(clients), *e.shape) for e in fed.layout.entries}
-        found = per_client(params, structure[:width, clients].transpose(0, 1), labels, valid.to(structure.dtype),
-                           counts.clamp(min=1).to(structure.dtype))
-        gradients[:width, clients] = torch.where(valid[..., None], found, 0.0).transpose(0, 1)
+        found = per_client(params, structure[:width, slice(None) if whole else clients], labels,
+                           valid.to(structure.dtype), counts.clamp(min=1).to(structure.dtype))
+        found = torch.where(valid.t()[..., None], found, 0.0)
+        if whole:
+            return found
+        gradients[:width, clients] = found
     return gradients
 
 
